@@ -1,0 +1,93 @@
+import { InvalidEventError } from "./errors.js";
+
+/** Limits applied to every message body before any handler code sees it. */
+export interface DecodeLimits {
+  /** Largest body accepted, in bytes. Default 1 MiB. Larger bodies are quarantined as `invalid`. */
+  maxBodyBytes: number;
+  /** Deepest nesting of arrays/objects accepted. Default 32. */
+  maxDepth: number;
+  /** Most keys + array elements in the whole document. Default 10 000. */
+  maxNodes: number;
+}
+
+export const defaultDecodeLimits: DecodeLimits = { maxBodyBytes: 1024 * 1024, maxDepth: 32, maxNodes: 10_000 };
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+
+/** Keys that turn into prototype pollution once a consumer merges the event into another object. */
+const FORBIDDEN_KEYS = new Set(["__proto__"]);
+
+/**
+ * Decodes a message body into a plain JSON object, refusing anything a handler should never
+ * have to defend against: non-JSON content types, compressed bodies, invalid UTF-8, oversize or
+ * too deeply nested documents, prototype-pollution keys and NUL characters (which PostgreSQL
+ * text cannot store). Throws InvalidEventError with a readable detail.
+ */
+export function decodeJsonBody(
+  body: Buffer,
+  properties: { contentType?: string | undefined; contentEncoding?: string | undefined },
+  limits: DecodeLimits = defaultDecodeLimits,
+): Record<string, unknown> {
+  const contentType = properties.contentType?.toLowerCase().trim();
+  if (contentType && !contentType.includes("json") && !contentType.startsWith("text/plain")) {
+    throw new InvalidEventError(`content type ${JSON.stringify(properties.contentType)} is not JSON`);
+  }
+  const encoding = properties.contentEncoding?.toLowerCase().trim();
+  if (encoding && encoding !== "identity" && encoding !== "utf-8" && encoding !== "utf8") {
+    throw new InvalidEventError(`content encoding ${JSON.stringify(properties.contentEncoding)} is not supported`);
+  }
+  if (body.length === 0) throw new InvalidEventError("body is empty");
+  if (body.length > limits.maxBodyBytes) {
+    throw new InvalidEventError(`body is ${body.length} bytes, over the limit of ${limits.maxBodyBytes}`);
+  }
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch (cause) {
+    throw new InvalidEventError("body is not valid UTF-8", { cause });
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (cause) {
+    throw new InvalidEventError(`body is not valid JSON: ${(cause as Error).message}`, { cause });
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw new InvalidEventError(`body must be a JSON object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
+  }
+  checkShape(value, limits);
+  return value as Record<string, unknown>;
+}
+
+/** Iterative walk (no recursion: a 100 000-deep document must not overflow the stack). */
+function checkShape(root: object, limits: DecodeLimits): void {
+  const stack: Array<{ value: unknown; depth: number; path: string }> = [{ value: root, depth: 1, path: "$" }];
+  let nodes = 0;
+  while (stack.length > 0) {
+    const { value, depth, path } = stack.pop()!;
+    if (typeof value === "string") {
+      if (value.includes("\u0000")) throw new InvalidEventError(`${path} contains a NUL character`);
+      continue;
+    }
+    if (value === null || typeof value !== "object") continue;
+    if (depth > limits.maxDepth) throw new InvalidEventError(`nesting deeper than ${limits.maxDepth} at ${path}`);
+    if (Array.isArray(value)) {
+      nodes += value.length;
+      if (nodes > limits.maxNodes) throw new InvalidEventError(`more than ${limits.maxNodes} values in the document`);
+      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], depth: depth + 1, path: `${path}[${i}]` });
+      continue;
+    }
+    const keys = Object.keys(value);
+    nodes += keys.length;
+    if (nodes > limits.maxNodes) throw new InvalidEventError(`more than ${limits.maxNodes} values in the document`);
+    for (const key of keys) {
+      const childPath = `${path}.${key.length > 64 ? key.slice(0, 64) + "…" : key}`;
+      if (FORBIDDEN_KEYS.has(key)) throw new InvalidEventError(`forbidden key ${JSON.stringify(key)} at ${path}`);
+      if (key.includes("\u0000")) throw new InvalidEventError(`a key at ${path} contains a NUL character`);
+      if (key === "prototype" && path.endsWith(".constructor")) {
+        throw new InvalidEventError(`forbidden key "constructor.prototype" at ${path}`);
+      }
+      stack.push({ value: (value as Record<string, unknown>)[key], depth: depth + 1, path: childPath });
+    }
+  }
+}

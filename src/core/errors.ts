@@ -1,0 +1,85 @@
+/**
+ * Every error the library raises carries a stable `code` (never reused, documented in
+ * docs/errors.md) and a `kind` that decides what the pipeline does with the delivery.
+ */
+export type ErrorKind =
+  /** The event can never succeed as sent: quarantine it, then ack. */
+  | "permanent"
+  /** Contention (deadlock, serialization, lock timeout): retry the transaction. */
+  | "transient"
+  /** The database or broker connection is gone: back off, do not ack, let the broker redeliver. */
+  | "connection"
+  /** The COMMIT was sent but its result is unknown: never ack; the redelivery and the dedup key decide. */
+  | "commit-unknown"
+  /** Configuration or programming error: fail loudly at start. */
+  | "config";
+
+export class InboxError extends Error {
+  readonly code: string;
+  readonly kind: ErrorKind;
+  constructor(code: string, kind: ErrorKind, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+    this.kind = kind;
+  }
+}
+
+/**
+ * Thrown by a handler (or a parser) when the event can never be applied, e.g. the ledger's
+ * `account_missing`. `reason` becomes the quarantine reason; the transaction is rolled back.
+ */
+export class PermanentEventError extends InboxError {
+  readonly reason: string;
+  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+    super("RI_PERMANENT_EVENT", "permanent", message, options);
+    this.reason = reason;
+  }
+}
+
+/** The message could not be decoded or failed validation. Quarantined with reason `invalid`. */
+export class InvalidEventError extends PermanentEventError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("invalid", message, options);
+    Object.defineProperty(this, "code", { value: "RI_INVALID_EVENT" });
+  }
+}
+
+/** A transient database failure classified by a store (retry the whole transaction). */
+export class TransientStoreError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown; kind?: "transient" | "connection" }) {
+    const kind = options?.kind ?? "transient";
+    super(kind === "connection" ? "RI_STORE_CONNECTION_LOST" : "RI_STORE_TRANSIENT", kind, message, options);
+  }
+}
+
+/** The connection broke while COMMIT was in flight: the transaction may or may not be durable. */
+export class CommitOutcomeUnknownError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("RI_COMMIT_OUTCOME_UNKNOWN", "commit-unknown", message, options);
+  }
+}
+
+/** Invalid options passed to the library. */
+export class InboxConfigError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("RI_CONFIG", "config", message, options);
+  }
+}
+
+/** Publishing to the quarantine queue was not confirmed by the broker in time. */
+export class QuarantinePublishError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("RI_QUARANTINE_PUBLISH", "connection", message, options);
+  }
+}
+
+/** Reads the pipeline-relevant kind of any thrown value; unknown errors are treated as transient. */
+export function errorKindOf(error: unknown): ErrorKind {
+  return error instanceof InboxError ? error.kind : "transient";
+}
+
+export function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

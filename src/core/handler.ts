@@ -1,0 +1,68 @@
+import type { EventKey, ParsedEvent } from "./event.js";
+
+/** What the pipeline knows about the delivery an event arrived in. Broker-neutral. */
+export interface DeliveryInfo {
+  queue: string;
+  redelivered: boolean;
+  /** `x-delivery-count` on quorum queues, when the broker sets it. */
+  deliveryCount: number | undefined;
+  messageId: string | undefined;
+  /** AMQP `timestamp` property, when the producer set it. */
+  timestamp: Date | undefined;
+  headers: Readonly<Record<string, unknown>>;
+}
+
+/** Handed to a handler for each event it applies. */
+export interface HandlerContext<Tx> {
+  /** The open database transaction: write business data through it (S11). */
+  readonly tx: Tx;
+  readonly key: EventKey;
+  /** The handler (dedup scope) name. */
+  readonly handler: string;
+  readonly delivery: DeliveryInfo;
+  /**
+   * A stable key for an outgoing call made because of this event (S14): the same on every
+   * redelivery, different per tenant, handler, event and `name`. Pass it as the
+   * Idempotency-Key of a payment API, for example.
+   */
+  idempotencyKey(name?: string): string;
+}
+
+/** One event of a batch, as given to `handleBatch`. */
+export interface BatchItem<E, Tx> {
+  event: E;
+  ctx: HandlerContext<Tx>;
+}
+
+/** Events a set-based handler refuses, by their index in the batch it was given. */
+export interface BatchRejection {
+  index: number;
+  /** Quarantine reason, e.g. `account_missing`. */
+  reason: string;
+  detail: string;
+}
+
+/**
+ * A consumer's business logic. `name` is the dedup scope (S2): two handlers consuming the same
+ * event each apply it once. Provide `handle` (one event at a time), `handleBatch` (set-based,
+ * fastest), or both.
+ */
+export interface InboxHandler<E, Tx> {
+  readonly name: string;
+  /**
+   * Validates the decoded JSON body and returns the typed event and its identity. Throw
+   * InvalidEventError for anything malformed. Default: `tenant` and `event_id` string fields,
+   * the body itself as the event.
+   */
+  parse?(body: Record<string, unknown>, delivery: DeliveryInfo): ParsedEvent<E>;
+  /** Applies one event inside the transaction. Throw PermanentEventError to quarantine it. */
+  handle?(event: E, ctx: HandlerContext<Tx>): Promise<void>;
+  /**
+   * Applies a batch of new (never applied) events inside one transaction, in delivery order.
+   * Return rejections for events that can never apply: the transaction is rolled back and run
+   * again without them, and they are quarantined with their reason.
+   */
+  handleBatch?(items: ReadonlyArray<BatchItem<E, Tx>>, tx: Tx): Promise<readonly BatchRejection[] | void>;
+  /** Payload fingerprint. Default: SHA-256 of the canonical JSON of `fingerprintSource`. */
+  fingerprint?(source: unknown): string;
+}

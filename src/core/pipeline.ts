@@ -1,0 +1,324 @@
+import { type DecodeLimits, decodeJsonBody, defaultDecodeLimits } from "./decode.js";
+import { InboxConfigError, PermanentEventError, describeError, errorKindOf } from "./errors.js";
+import { type EventKey, type ParsedEvent, defaultEventKey, eventKeyString } from "./event.js";
+import { fingerprintOf, sha256Hex } from "./fingerprint.js";
+import type { BatchItem, BatchRejection, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
+import type { PipelineHook } from "./hooks.js";
+import type { Logger } from "./logger.js";
+import type { Outcome } from "./outcome.js";
+import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
+import type { QuarantineRecord, Store, StoreTransaction } from "./store.js";
+
+/** A message as the pipeline sees it: bytes plus broker-neutral delivery facts. */
+export interface IncomingMessage {
+  body: Buffer;
+  contentType: string | undefined;
+  contentEncoding: string | undefined;
+  delivery: DeliveryInfo;
+  /** AMQP properties as JSON text, kept with a quarantine entry. */
+  describeProperties(): string;
+}
+
+export interface PipelineOptions<E, Tx> {
+  store: Store<Tx>;
+  handler: InboxHandler<E, Tx>;
+  logger: Logger;
+  /** Default: 5 attempts, 20 ms doubling to 2 s, 15 s in all. */
+  retry?: Partial<RetryPolicy>;
+  decodeLimits?: Partial<DecodeLimits>;
+  /** Bytes of the raw body kept in a quarantine row. Default 64 KiB. */
+  quarantineBodyCap?: number;
+  hook?: PipelineHook;
+}
+
+export const DEFAULT_QUARANTINE_BODY_CAP = 64 * 1024;
+
+type Prepared<E> =
+  | { index: number; ok: true; key: EventKey; keyString: string; event: E; fingerprint: string }
+  | { index: number; ok: false; key: EventKey | null; fingerprint: string | null; detail: string };
+
+type Ready<E> = Extract<Prepared<E>, { ok: true }>;
+
+/** Rolls the transaction back so it can run again without the events a handler refused. */
+class RerunWithout extends Error {
+  constructor(readonly rejections: ReadonlyArray<{ index: number; reason: string; detail: string }>) {
+    super("handler refused some events; running the transaction again without them");
+  }
+}
+
+/**
+ * The delivery pipeline: decode -> identify -> ONE transaction { inbox claims ; handler ;
+ * quarantine rows } -> commit, for one message or a batch. It decides an Outcome per message;
+ * the broker layer settles by it. Nothing here acks, so nothing here can ack too early.
+ */
+export class InboxPipeline<E, Tx> {
+  readonly handlerName: string;
+  private readonly store: Store<Tx>;
+  private readonly handler: InboxHandler<E, Tx>;
+  private readonly logger: Logger;
+  private readonly retry: RetryPolicy;
+  private readonly limits: DecodeLimits;
+  private readonly bodyCap: number;
+  private readonly hook: PipelineHook | undefined;
+
+  constructor(options: PipelineOptions<E, Tx>) {
+    const { handler } = options;
+    if (!handler || typeof handler.name !== "string" || handler.name.length === 0) {
+      throw new InboxConfigError("handler.name must be a non-empty string: it is the dedup scope");
+    }
+    if (!handler.handle && !handler.handleBatch) {
+      throw new InboxConfigError(`handler ${handler.name} needs handle() or handleBatch()`);
+    }
+    this.handlerName = handler.name;
+    this.store = options.store;
+    this.handler = handler;
+    this.logger = options.logger;
+    this.retry = { ...defaultRetryPolicy, ...options.retry };
+    this.limits = { ...defaultDecodeLimits, ...options.decodeLimits };
+    this.bodyCap = options.quarantineBodyCap ?? DEFAULT_QUARANTINE_BODY_CAP;
+    this.hook = options.hook;
+  }
+
+  /** Decides and commits the outcome of every message; outcomes are in input order. */
+  async process(messages: readonly IncomingMessage[]): Promise<Outcome[]> {
+    const prepared = messages.map((m, index) => this.prepare(m, index));
+    return this.processPrepared(messages, prepared);
+  }
+
+  private prepare(message: IncomingMessage, index: number): Prepared<E> {
+    let key: EventKey | null = null;
+    let fingerprint: string | null = null;
+    try {
+      const body = decodeJsonBody(message.body, message, this.limits);
+      const parsed: ParsedEvent<E> = this.handler.parse
+        ? this.handler.parse(body, message.delivery)
+        : { key: defaultEventKey(body), event: body as E };
+      key = parsed.key;
+      const source = parsed.fingerprintSource ?? body;
+      fingerprint = this.handler.fingerprint ? this.handler.fingerprint(source) : fingerprintOf(source);
+      return { index, ok: true, key, keyString: eventKeyString(key), event: parsed.event, fingerprint };
+    } catch (error) {
+      if (error instanceof PermanentEventError) {
+        return { index, ok: false, key, fingerprint, detail: error.message };
+      }
+      // A parser that crashes on odd input is a bug in the parser, but the message is still bad
+      // input as far as this delivery goes: quarantine it rather than loop on it.
+      return { index, ok: false, key, fingerprint, detail: `parse failed: ${describeError(error)}` };
+    }
+  }
+
+  private async processPrepared(messages: readonly IncomingMessage[], prepared: Prepared<E>[]): Promise<Outcome[]> {
+    const rejected = new Map<number, { reason: string; detail: string }>();
+    const started = Date.now();
+    const hookKeys = prepared.map((p) => p.key);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const outcomes = await this.store.transaction(
+          (tx) => this.runOnce(tx, messages, prepared, rejected),
+          this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,
+        );
+        if (this.hook) await this.hook("after-commit", hookKeys);
+        return outcomes;
+      } catch (error) {
+        if (error instanceof RerunWithout) {
+          for (const r of error.rejections) rejected.set(r.index, { reason: r.reason, detail: r.detail });
+          attempt--; // a handler's refusal is not a failed attempt
+          continue;
+        }
+        const kind = errorKindOf(error);
+        const multiple = prepared.length > 1;
+        if (kind === "commit-unknown") {
+          this.logger.warn("commit outcome unknown; the deliveries go back to the broker and the dedup record decides", {
+            handler: this.handlerName, messages: prepared.length, error: describeError(error),
+          });
+          return prepared.map((p) => ({ kind: "requeue", key: p.key, error }));
+        }
+        if (kind === "permanent" || kind === "config") {
+          if (multiple) return this.processOneByOne(messages, prepared);
+          const only = prepared[0]!;
+          if (!only.ok || rejected.has(only.index)) return this.quarantineExhausted(messages[0]!, only, error, attempt);
+          const reason = error instanceof PermanentEventError ? error.reason : "invalid";
+          rejected.set(only.index, { reason, detail: describeError(error) });
+          continue;
+        }
+        const elapsed = Date.now() - started;
+        const delay = backoffDelay(this.retry, attempt);
+        if (attempt < this.retry.maxAttempts && elapsed + delay <= this.retry.maxTotalMs) {
+          this.logger.warn("transaction failed, retrying", {
+            handler: this.handlerName, attempt, delayMs: delay, messages: prepared.length,
+            errorKind: kind, error: describeError(error),
+          });
+          await sleep(delay);
+          continue;
+        }
+        if (kind === "connection") {
+          this.logger.error("database unavailable after retries; deliveries go back to the broker", {
+            handler: this.handlerName, attempts: attempt, error: describeError(error),
+          });
+          return prepared.map((p) => ({ kind: "requeue", key: p.key, error }));
+        }
+        // Contention or an unclassified error that outlived the retries: find the message
+        // responsible instead of failing the whole batch.
+        if (multiple) return this.processOneByOne(messages, prepared);
+        return this.quarantineExhausted(messages[0]!, prepared[0]!, error, attempt);
+      }
+    }
+  }
+
+  private async processOneByOne(messages: readonly IncomingMessage[], prepared: Prepared<E>[]): Promise<Outcome[]> {
+    this.logger.warn("batch failed; isolating its messages one by one", { handler: this.handlerName, messages: prepared.length });
+    const outcomes: Outcome[] = [];
+    for (let i = 0; i < prepared.length; i++) {
+      const [outcome] = await this.processPrepared([messages[i]!], [{ ...prepared[i]!, index: 0 }]);
+      outcomes.push(outcome!);
+    }
+    return outcomes;
+  }
+
+  private async quarantineExhausted(message: IncomingMessage, p: Prepared<E>, error: unknown, attempts: number): Promise<Outcome[]> {
+    const detail = `gave up after ${attempts} attempts: ${describeError(error)}`;
+    const record = this.quarantineRecord(message, p.key, "retries_exhausted", detail, p.fingerprint, null);
+    try {
+      await this.store.transaction((tx) => tx.quarantine([record]));
+    } catch (quarantineError) {
+      this.logger.error("could not record a quarantine entry; the delivery goes back to the broker", {
+        handler: this.handlerName, error: describeError(quarantineError),
+      });
+      return [{ kind: "requeue", key: p.key, error: quarantineError }];
+    }
+    this.logger.error("retries exhausted; event quarantined", {
+      handler: this.handlerName, tenant: p.key?.tenant, eventId: p.key?.eventId, error: describeError(error),
+    });
+    return [{ kind: "quarantined", key: p.key, reason: "retries_exhausted", detail, record }];
+  }
+
+  /** One transaction attempt. Throws RerunWithout when a handler refuses some events. */
+  private async runOnce(
+    tx: StoreTransaction<Tx>,
+    messages: readonly IncomingMessage[],
+    prepared: readonly Prepared<E>[],
+    rejected: ReadonlyMap<number, { reason: string; detail: string }>,
+  ): Promise<Outcome[]> {
+    const outcomes = new Array<Outcome | undefined>(prepared.length);
+    const quarantine: QuarantineRecord[] = [];
+    const leaders = new Map<string, Ready<E>>();
+    const followers: Ready<E>[] = [];
+    for (const p of prepared) {
+      if (!p.ok) {
+        const record = this.quarantineRecord(messages[p.index]!, p.key, "invalid", p.detail, p.fingerprint, null);
+        quarantine.push(record);
+        outcomes[p.index] = { kind: "quarantined", key: p.key, reason: "invalid", detail: p.detail, record };
+      } else if (leaders.has(p.keyString)) {
+        followers.push(p);
+      } else {
+        leaders.set(p.keyString, p);
+      }
+    }
+
+    // Claim in key order so that concurrent batches take the unique-index locks in one order.
+    const toClaim = [...leaders.values()].filter((p) => !rejected.has(p.index));
+    toClaim.sort((a, b) => (a.keyString < b.keyString ? -1 : a.keyString > b.keyString ? 1 : 0));
+    const claims = toClaim.length === 0 ? [] : await tx.claim(this.handlerName, toClaim.map((p) => ({ key: p.key, fingerprint: p.fingerprint })));
+
+    // What each key's fingerprint is once this transaction commits; undefined if not claimed.
+    const settledFingerprint = new Map<string, string>();
+    const toApply: Ready<E>[] = [];
+    toClaim.forEach((p, i) => {
+      const claim = claims[i]!;
+      if (claim.status === "claimed") {
+        settledFingerprint.set(p.keyString, p.fingerprint);
+        toApply.push(p);
+      } else {
+        settledFingerprint.set(p.keyString, claim.fingerprint);
+        outcomes[p.index] = this.compare(messages[p.index]!, p, claim.fingerprint, quarantine);
+      }
+    });
+    toApply.sort((a, b) => a.index - b.index); // the handler sees delivery order
+
+    if (toApply.length > 0) {
+      const rejections = await this.runHandler(tx, messages, toApply);
+      if (rejections.length > 0) throw new RerunWithout(rejections);
+      for (const p of toApply) outcomes[p.index] = { kind: "applied", key: p.key };
+    }
+
+    for (const [index, r] of rejected) {
+      const p = prepared[index] as Ready<E>;
+      const record = this.quarantineRecord(messages[index]!, p.key, r.reason, r.detail, p.fingerprint, null);
+      quarantine.push(record);
+      outcomes[index] = { kind: "quarantined", key: p.key, reason: r.reason, detail: r.detail, record };
+    }
+
+    for (const p of followers) {
+      const stored = settledFingerprint.get(p.keyString);
+      if (stored !== undefined) {
+        outcomes[p.index] = this.compare(messages[p.index]!, p, stored, quarantine);
+      } else {
+        const leaderRejection = rejected.get(leaders.get(p.keyString)!.index)!;
+        const record = this.quarantineRecord(messages[p.index]!, p.key, leaderRejection.reason, leaderRejection.detail, p.fingerprint, null);
+        quarantine.push(record);
+        outcomes[p.index] = { kind: "quarantined", key: p.key, reason: leaderRejection.reason, detail: leaderRejection.detail, record };
+      }
+    }
+
+    if (quarantine.length > 0) await tx.quarantine(quarantine);
+    return outcomes as Outcome[];
+  }
+
+  private compare(message: IncomingMessage, p: Ready<E>, storedFingerprint: string, quarantine: QuarantineRecord[]): Outcome {
+    if (storedFingerprint === p.fingerprint) return { kind: "duplicate", key: p.key };
+    const detail = `event ${p.key.eventId} of tenant ${p.key.tenant} was seen before with another payload (stored ${storedFingerprint.slice(0, 12)}, new ${p.fingerprint.slice(0, 12)})`;
+    this.logger.error("payload conflict: same event id, different payload; quarantined, not applied", {
+      handler: this.handlerName, tenant: p.key.tenant, eventId: p.key.eventId,
+      storedFingerprint, fingerprint: p.fingerprint,
+    });
+    const record = this.quarantineRecord(message, p.key, "conflict", detail, p.fingerprint, storedFingerprint);
+    quarantine.push(record);
+    return { kind: "quarantined", key: p.key, reason: "conflict", detail, record };
+  }
+
+  private async runHandler(tx: StoreTransaction<Tx>, messages: readonly IncomingMessage[], toApply: Ready<E>[]): Promise<BatchRejection[]> {
+    const items: BatchItem<E, Tx>[] = toApply.map((p) => ({ event: p.event, ctx: this.context(tx.handle, p.key, messages[p.index]!.delivery) }));
+    if (this.handler.handleBatch) {
+      const refused = (await this.handler.handleBatch(items, tx.handle)) ?? [];
+      return refused.map((r) => {
+        const p = toApply[r.index];
+        if (!p) throw new InboxConfigError(`handleBatch rejected index ${r.index}, outside the batch of ${toApply.length}`);
+        return { index: p.index, reason: r.reason, detail: r.detail };
+      });
+    }
+    for (let i = 0; i < items.length; i++) {
+      try {
+        await this.handler.handle!(items[i]!.event, items[i]!.ctx);
+      } catch (error) {
+        if (error instanceof PermanentEventError) {
+          return [{ index: toApply[i]!.index, reason: error.reason, detail: error.message }];
+        }
+        throw error;
+      }
+    }
+    return [];
+  }
+
+  private context(tx: Tx, key: EventKey, delivery: DeliveryInfo): HandlerContext<Tx> {
+    const handler = this.handlerName;
+    return {
+      tx, key, handler, delivery,
+      idempotencyKey: (name = "") => sha256Hex(JSON.stringify([key.tenant, handler, key.eventId, name])),
+    };
+  }
+
+  private quarantineRecord(
+    message: IncomingMessage, key: EventKey | null, reason: string, detail: string,
+    fingerprint: string | null, storedFingerprint: string | null,
+  ): QuarantineRecord {
+    const truncated = message.body.length > this.bodyCap;
+    return {
+      handler: this.handlerName, key, reason, detail, fingerprint, storedFingerprint,
+      bodySha256: sha256Hex(message.body),
+      body: truncated ? message.body.subarray(0, this.bodyCap) : message.body,
+      bodyTruncated: truncated,
+      properties: message.describeProperties(),
+      queue: message.delivery.queue,
+    };
+  }
+}

@@ -1,0 +1,15 @@
+export * from "./core/errors.js";
+export { type EventKey, type ParsedEvent, readId, defaultEventKey, MAX_ID_LENGTH } from "./core/event.js";
+export { canonicalJson, fingerprintOf } from "./core/fingerprint.js";
+export type { DeliveryInfo, HandlerContext, InboxHandler, BatchItem, BatchRejection } from "./core/handler.js";
+export type { FaultPoint, PipelineHook } from "./core/hooks.js";
+export { type Logger, type LogLevel, createJsonLogger, silentLogger, redactSecrets } from "./core/logger.js";
+export type { Outcome, OutcomeKind } from "./core/outcome.js";
+export { InboxPipeline, type IncomingMessage, type PipelineOptions, DEFAULT_QUARANTINE_BODY_CAP } from "./core/pipeline.js";
+export { type RetryPolicy, defaultRetryPolicy } from "./core/retry-policy.js";
+export { type DecodeLimits, defaultDecodeLimits, decodeJsonBody } from "./core/decode.js";
+export type { Store, StoreTransaction, InboxClaim, ClaimResult, QuarantineRecord, QuarantineEntry } from "./core/store.js";
+export type { Migration } from "./store/migration.js";
+export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts } from "./amqp/inbox-consumer.js";
+export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
+export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";

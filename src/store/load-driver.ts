@@ -1,0 +1,18 @@
+import { InboxConfigError } from "../core/errors.js";
+
+/**
+ * Loads an optional peer dependency (a database driver) only when a store needs it, with an
+ * install hint instead of a bare "Cannot find module".
+ */
+export async function loadDriver<T>(name: string, purpose: string): Promise<T> {
+  try {
+    const module = (await import(name)) as { default?: T } & T;
+    return module.default ?? module;
+  } catch (cause) {
+    const code = (cause as { code?: string }).code;
+    if (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") {
+      throw new InboxConfigError(`${purpose} needs the "${name}" package: npm install ${name}`, { cause });
+    }
+    throw cause;
+  }
+}

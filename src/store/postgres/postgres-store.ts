@@ -1,0 +1,245 @@
+import { InboxConfigError } from "../../core/errors.js";
+import type { EventKey } from "../../core/event.js";
+import type { Logger } from "../../core/logger.js";
+import { silentLogger } from "../../core/logger.js";
+import {
+  type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, type Store, type StoreTransaction,
+  quarantineDedupKey,
+} from "../../core/store.js";
+import { loadDriver } from "../load-driver.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+import { postgresMigrations } from "./migrations.js";
+
+/** The slice of node-postgres the store uses; `pg.Pool` and `pg.PoolClient` fit it. */
+export interface PgQueryResult {
+  rows: Array<Record<string, unknown>>;
+  rowCount: number | null;
+}
+export interface PgClient {
+  query(config: { text: string; values?: unknown[]; name?: string }): Promise<PgQueryResult>;
+  query(text: string, values?: unknown[]): Promise<PgQueryResult>;
+  release(destroy?: boolean | Error): void;
+}
+export interface PgPool<C extends PgClient = PgClient> {
+  connect(): Promise<C>;
+  end(): Promise<void>;
+  on(event: "error", listener: (error: Error) => void): unknown;
+}
+
+export interface PostgresStoreOptions<C extends PgClient> {
+  /** A pg Pool. The store never ends a pool it did not create. */
+  pool: PgPool<C>;
+  /** Schema of the inbox tables. Default: unqualified names (the connection's search_path). */
+  schema?: string;
+  logger?: Logger;
+  /** Concurrent transactions the consumer may run. Default 2. */
+  maxConcurrentTransactions?: number;
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
+}
+
+/**
+ * PostgreSQL store: one pooled client per transaction under READ COMMITTED. A concurrent insert
+ * of the same key waits for the other transaction, then sees its row (duplicate/conflict) or
+ * inserts (it rolled back): the primary key is the backstop, never a prior SELECT.
+ */
+export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
+  readonly dialect = "postgres";
+  readonly maxConcurrentTransactions: number;
+  private readonly pool: PgPool<C>;
+  private readonly ownsPool: boolean;
+  private readonly prefix: string;
+  private readonly logger: Logger;
+  private readonly sql: ReturnType<typeof statements>;
+
+  constructor(options: PostgresStoreOptions<C> & { ownsPool?: boolean }) {
+    if (!options.pool) throw new InboxConfigError("PostgresStore needs a pool");
+    this.pool = options.pool;
+    this.ownsPool = options.ownsPool ?? false;
+    this.prefix = options.schema ? `${quoteIdent(options.schema)}.` : "";
+    this.logger = options.logger ?? silentLogger;
+    this.maxConcurrentTransactions = options.maxConcurrentTransactions ?? 2;
+    this.sql = statements(this.prefix, options.schema ?? "");
+  }
+
+  /** Creates a pool from a connection string (loads `pg` on demand) and a store that owns it. */
+  static async connect(
+    connectionString: string,
+    options: Omit<PostgresStoreOptions<PgClient>, "pool"> & { poolSize?: number } = {},
+  ): Promise<PostgresStore> {
+    const pg = await loadDriver<{ Pool: new (config: object) => PgPool }>("pg", "the PostgreSQL store");
+    const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10 });
+    const logger = options.logger ?? silentLogger;
+    // An idle client whose session is terminated emits 'error' on the pool; unhandled, it
+    // would crash the process. The pool discards that client by itself.
+    pool.on("error", (error) => logger.warn("idle PostgreSQL client lost", { error: error.message }));
+    return new PostgresStore({ ...options, pool, ownsPool: true });
+  }
+
+  async migrate(): Promise<void> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      await client.query("BEGIN");
+      // One migrator at a time across processes; the lock ends with the transaction.
+      await client.query("SELECT pg_advisory_xact_lock(hashtext('rabbit_inbox_migrate'))");
+      await client.query(`CREATE TABLE IF NOT EXISTS ${this.prefix}rabbit_inbox_migrations (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+      const done = await client.query(`SELECT version FROM ${this.prefix}rabbit_inbox_migrations`);
+      const applied = new Set(done.rows.map((r) => Number(r.version)));
+      for (const m of postgresMigrations) {
+        if (applied.has(m.version)) continue;
+        await client.query(m.sql.replaceAll("{schema}", this.prefix));
+        await client.query(`INSERT INTO ${this.prefix}rabbit_inbox_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+        this.logger.info("applied migration", { dialect: this.dialect, version: m.version, name: m.name });
+      }
+      await client.query("COMMIT");
+    } catch (error) {
+      broken = isPostgresConnectionLoss(error);
+      if (!broken) await client.query("ROLLBACK").catch(() => { broken = true; });
+      throw classifyPostgresError(error);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async transaction<T>(work: (tx: StoreTransaction<C>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
+    let client: C;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw classifyPostgresError(error);
+    }
+    let broken = false;
+    let committing = false;
+    try {
+      await client.query(this.sql.begin);
+      const result = await work(this.transactionFor(client));
+      if (beforeCommit) await beforeCommit();
+      committing = true;
+      await client.query(this.sql.commit);
+      return result;
+    } catch (error) {
+      broken = isPostgresConnectionLoss(error);
+      if (!broken && !committing) {
+        await client.query(this.sql.rollback).catch(() => { broken = true; });
+      }
+      throw classifyPostgresError(error, committing);
+    } finally {
+      // A client whose session broke is destroyed, never returned to the pool.
+      client.release(broken);
+    }
+  }
+
+  private transactionFor(client: C): StoreTransaction<C> {
+    return {
+      handle: client,
+      claim: (handler, claims) => this.claim(client, handler, claims),
+      quarantine: (records) => this.quarantine(client, records),
+    };
+  }
+
+  private async claim(client: C, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]> {
+    const tenants = claims.map((c) => c.key.tenant);
+    const ids = claims.map((c) => c.key.eventId);
+    const inserted = await client.query({
+      name: this.sql.claimName, text: this.sql.claim,
+      values: [handler, tenants, ids, claims.map((c) => c.fingerprint)],
+    });
+    if (inserted.rows.length === claims.length) return claims.map(() => ({ status: "claimed" }));
+    const claimed = new Set(inserted.rows.map((r) => JSON.stringify([r.tenant, r.event_id])));
+    // A new statement, so READ COMMITTED sees rows committed by the transactions we waited for.
+    const existing = await client.query({ name: this.sql.existingName, text: this.sql.existing, values: [handler, tenants, ids] });
+    const stored = new Map(existing.rows.map((r) => [JSON.stringify([r.tenant, r.event_id]), String(r.fingerprint)]));
+    return claims.map((c) => {
+      const k = JSON.stringify([c.key.tenant, c.key.eventId]);
+      if (claimed.has(k)) return { status: "claimed" };
+      const fingerprint = stored.get(k);
+      // Not inserted and not visible: only possible if the row was purged in between; retry.
+      if (fingerprint === undefined) throw Object.assign(new Error("inbox row vanished during claim"), { code: "40001" });
+      return { status: "exists", fingerprint };
+    });
+  }
+
+  private async quarantine(client: C, records: readonly QuarantineRecord[]): Promise<void> {
+    for (const r of records) {
+      await client.query({
+        name: this.sql.quarantineName, text: this.sql.quarantine,
+        values: [
+          r.handler, quarantineDedupKey(r), r.key?.tenant ?? null, r.key?.eventId ?? null, r.reason, r.detail,
+          r.fingerprint, r.storedFingerprint, r.body, r.bodyTruncated, r.bodySha256, r.properties, r.queue,
+        ],
+      });
+    }
+  }
+
+  async listQuarantine(options: { handler?: string; limit?: number } = {}): Promise<QuarantineEntry[]> {
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.prefix}rabbit_inbox_quarantine WHERE ($1::text IS NULL OR handler = $1) ORDER BY id DESC LIMIT $2`,
+      [options.handler ?? null, options.limit ?? 1000],
+    );
+    return rows.map((r) => ({
+      id: Number(r.id), handler: String(r.handler),
+      tenant: (r.tenant as string | null) ?? null, eventId: (r.event_id as string | null) ?? null,
+      reason: String(r.reason), detail: String(r.detail),
+      fingerprint: (r.fingerprint as string | null) ?? null, storedFingerprint: (r.stored_fingerprint as string | null) ?? null,
+      occurrences: Number(r.occurrences), body: r.body as Buffer, bodyTruncated: Boolean(r.body_truncated),
+      firstSeen: r.first_seen as Date, lastSeen: r.last_seen as Date,
+    }));
+  }
+
+  async countInbox(handler: string, key?: EventKey): Promise<number> {
+    const { rows } = await this.query(
+      `SELECT count(*)::int AS n FROM ${this.prefix}rabbit_inbox_dedup WHERE handler = $1 AND ($2::text IS NULL OR (tenant = $2 AND event_id = $3))`,
+      [handler, key?.tenant ?? null, key?.eventId ?? null],
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  private async query(text: string, values: unknown[]): Promise<PgQueryResult> {
+    const client = await this.pool.connect();
+    let broken = false;
+    try {
+      return await client.query(text, values);
+    } catch (error) {
+      broken = isPostgresConnectionLoss(error);
+      throw classifyPostgresError(error);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsPool) await this.pool.end();
+  }
+}
+
+function statements(prefix: string, schema: string) {
+  // Prepared-statement names must be unique per text on a connection; the schema is part of the text.
+  const tag = schema ? `_${Buffer.from(schema).toString("hex").slice(0, 40)}` : "";
+  return {
+    begin: "BEGIN",
+    commit: "COMMIT",
+    rollback: "ROLLBACK",
+    claimName: `ri_claim${tag}`,
+    claim: `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
+      SELECT t.tenant, $1, t.event_id, t.fingerprint
+      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS t(tenant, event_id, fingerprint, ord)
+      ORDER BY t.ord
+      ON CONFLICT DO NOTHING
+      RETURNING tenant, event_id`,
+    existingName: `ri_existing${tag}`,
+    existing: `SELECT d.tenant, d.event_id, d.fingerprint FROM ${prefix}rabbit_inbox_dedup d
+      JOIN unnest($2::text[], $3::text[]) AS t(tenant, event_id) ON d.tenant = t.tenant AND d.event_id = t.event_id
+      WHERE d.handler = $1`,
+    quarantineName: `ri_quarantine${tag}`,
+    quarantine: `INSERT INTO ${prefix}rabbit_inbox_quarantine
+      (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+      ON CONFLICT (handler, dedup_key) DO UPDATE SET
+        occurrences = ${prefix}rabbit_inbox_quarantine.occurrences + 1, last_seen = now(),
+        reason = EXCLUDED.reason, detail = EXCLUDED.detail`,
+  };
+}
