@@ -21,7 +21,8 @@ export function createJsonLogger(options: { level?: LogLevel; name?: string; wri
   const write = options.write ?? ((line: string) => process.stderr.write(line + "\n"));
   const emit = (lvl: LogLevel, message: string, fields?: Record<string, unknown>) => {
     if (order[lvl] < level) return;
-    const record = { time: new Date().toISOString(), level: lvl, name: options.name ?? "rabbit-inbox", msg: message, ...fields };
+    const record: Record<string, unknown> = { time: new Date().toISOString(), level: lvl, logger: options.name ?? "rabbit-inbox", msg: message };
+    for (const [key, value] of Object.entries(fields ?? {})) if (!(key in record) && value !== undefined) record[key] = value;
     write(redactSecrets(JSON.stringify(record, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))));
   };
   return {

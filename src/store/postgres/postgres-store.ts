@@ -93,7 +93,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
         if (applied.has(m.version)) continue;
         await client.query(m.sql.replaceAll("{schema}", this.prefix));
         await client.query(`INSERT INTO ${this.prefix}rabbit_inbox_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
-        this.logger.info("applied migration", { dialect: this.dialect, version: m.version, name: m.name });
+        this.logger.info("applied migration", { dialect: this.dialect, version: m.version, migration: m.name });
       }
       await client.query("COMMIT");
     } catch (error) {

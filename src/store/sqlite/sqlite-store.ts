@@ -113,7 +113,7 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
           if (applied.has(m.version)) continue;
           this.db.exec(m.sql.replaceAll("{schema}", ""));
           this.db.prepare("INSERT INTO rabbit_inbox_migrations (version, name, applied_at) VALUES (?, ?, ?)").run(m.version, m.name, Date.now());
-          this.logger.info("applied migration", { dialect: this.dialect, version: m.version, name: m.name });
+          this.logger.info("applied migration", { dialect: this.dialect, version: m.version, migration: m.name });
         }
         this.db.exec("COMMIT");
         await Promise.resolve();

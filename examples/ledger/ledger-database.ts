@@ -1,0 +1,85 @@
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { type InboxHandler, InboxConfigError, type Logger, type Store, redactSecrets } from "../../src/index.js";
+import { PostgresStore } from "../../src/store/postgres/index.js";
+import { SqliteStore } from "../../src/store/sqlite/index.js";
+import type { LedgerEvent } from "./events.js";
+import { ledgerHandler } from "./ledger-handler.js";
+import { postgresLedgerSchema, postgresLedgerSql } from "./ledger-postgres.js";
+import { sqliteLedgerSchema, sqliteLedgerSql } from "./ledger-sqlite.js";
+
+export const DEFAULT_SQLITE_PATH = "./data/ledger.sqlite";
+
+export interface BalanceRow {
+  tenant: string;
+  account_id: string;
+  balance_cents: number;
+}
+
+/** The ledger's database: the inbox store, the handler bound to it, and read queries. */
+export interface LedgerDatabase {
+  store: Store<unknown>;
+  handler: InboxHandler<LedgerEvent, unknown>;
+  /** For logs: the dialect and where, without credentials. */
+  description: string;
+  balances(): Promise<BalanceRow[]>;
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the database named by DATABASE_URL: `postgres://` / `postgresql://`, or an SQLite file
+ * (`sqlite:<path>`, `file:<path>` or a bare path; default ./data/ledger.sqlite). Creates the
+ * inbox and ledger tables when missing.
+ */
+export async function openLedgerDatabase(url: string | undefined, logger: Logger): Promise<LedgerDatabase> {
+  const target = url?.trim() || DEFAULT_SQLITE_PATH;
+  if (/^postgres(ql)?:\/\//i.test(target)) return openPostgres(target, logger);
+  if (/^mysql:\/\//i.test(target)) throw new InboxConfigError("DATABASE_URL: the MySQL/MariaDB store is not available in this build");
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target) && !/^(sqlite|file):/i.test(target)) {
+    throw new InboxConfigError(`DATABASE_URL ${redactSecrets(target)}: unsupported scheme (use postgres://, mysql:// or an SQLite path)`);
+  }
+  return openSqlite(target.replace(/^(sqlite|file):(\/\/)?/i, ""), logger);
+}
+
+async function openPostgres(url: string, logger: Logger): Promise<LedgerDatabase> {
+  const store = await PostgresStore.connect(url, { logger });
+  try {
+    await store.migrate();
+    await store.transaction(async (tx) => { await tx.handle.query(postgresLedgerSchema); });
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return {
+    store: store,
+    handler: ledgerHandler(postgresLedgerSql),
+    description: `postgres ${redactSecrets(url)}`,
+    async balances() {
+      return store.transaction(async (tx) => {
+        const { rows } = await tx.handle.query("SELECT tenant, account_id, balance_cents::text AS b FROM ledger_accounts ORDER BY tenant COLLATE \"C\", account_id COLLATE \"C\"");
+        return rows.map((r) => ({ tenant: String(r.tenant), account_id: String(r.account_id), balance_cents: Number(r.b) }));
+      });
+    },
+    close: () => store.close(),
+  };
+}
+
+async function openSqlite(path: string, logger: Logger): Promise<LedgerDatabase> {
+  const file = resolve(path);
+  mkdirSync(dirname(file), { recursive: true });
+  const store = await SqliteStore.open(file, { logger });
+  await store.migrate();
+  await store.transaction(async (tx) => { tx.handle.exec(sqliteLedgerSchema); await Promise.resolve(); });
+  return {
+    store: store,
+    handler: ledgerHandler(sqliteLedgerSql),
+    description: `sqlite ${file}`,
+    balances() {
+      const rows = store.database
+        .prepare("SELECT tenant, account_id, balance_cents FROM ledger_accounts ORDER BY tenant, account_id")
+        .all() as Array<{ tenant: string; account_id: string; balance_cents: number }>;
+      return Promise.resolve(rows.map((r) => ({ tenant: r.tenant, account_id: r.account_id, balance_cents: Number(r.balance_cents) })));
+    },
+    close: () => store.close(),
+  };
+}

@@ -1,0 +1,69 @@
+import type { BatchRejection, InboxHandler } from "../../src/index.js";
+import { LEDGER_HANDLER, type LedgerEvent, balanceInRange, parseLedgerEvent } from "./events.js";
+
+/** One account's row, as the ledger's business logic sees it. */
+export interface AccountRow {
+  tenant: string;
+  accountId: string;
+  balanceCents: bigint;
+}
+
+/**
+ * The SQL a database needs to run the ledger, in the handler's transaction `Tx`.
+ * `lockAccounts` must lock existing rows in (tenant, account_id) order so that concurrent
+ * batches cannot deadlock; `writeAccounts` inserts or updates absolute balances.
+ */
+export interface LedgerSql<Tx> {
+  lockAccounts(tx: Tx, keys: ReadonlyArray<readonly [string, string]>): Promise<AccountRow[]>;
+  writeAccounts(tx: Tx, created: readonly AccountRow[], updated: readonly AccountRow[]): Promise<void>;
+}
+
+const accountKey = (tenant: string, accountId: string) => JSON.stringify([tenant, accountId]);
+
+/**
+ * The ledger handler. Batched (default): lock the accounts a batch touches, replay its events in
+ * delivery order in memory, then write each touched account once. A lone event takes the same
+ * path. `account.opened` for an existing account is a no-op; adjusting an account that was
+ * never opened is `account_missing`; a balance beyond ±2^53-1 cents is `invalid`.
+ */
+export function ledgerHandler<Tx>(sql: LedgerSql<Tx>): InboxHandler<LedgerEvent, Tx> {
+  return {
+    name: LEDGER_HANDLER,
+    parse: (body) => parseLedgerEvent(body),
+    async handleBatch(items, tx) {
+      const keys = new Map<string, readonly [string, string]>();
+      for (const { event } of items) keys.set(accountKey(event.tenant, event.accountId), [event.tenant, event.accountId]);
+      const sorted = [...keys.values()].sort((a, b) => (a[0] === b[0] ? cmp(a[1], b[1]) : cmp(a[0], b[0])));
+      const existing = new Map((await sql.lockAccounts(tx, sorted)).map((row) => [accountKey(row.tenant, row.accountId), row]));
+      const created = new Map<string, AccountRow>();
+      const touched = new Set<string>();
+      const rejections: BatchRejection[] = [];
+      items.forEach(({ event }, index) => {
+        const k = accountKey(event.tenant, event.accountId);
+        const row = existing.get(k) ?? created.get(k);
+        if (event.type === "account.opened") {
+          if (!row) created.set(k, { tenant: event.tenant, accountId: event.accountId, balanceCents: 0n });
+          return;
+        }
+        if (!row) {
+          rejections.push({ index, reason: "account_missing", detail: `account ${event.accountId} of tenant ${event.tenant} was never opened` });
+          return;
+        }
+        const next = row.balanceCents + BigInt(event.deltaCents);
+        if (!balanceInRange(next)) {
+          rejections.push({ index, reason: "invalid", detail: `balance of account ${event.accountId} would leave the safe integer range` });
+          return;
+        }
+        row.balanceCents = next;
+        if (existing.has(k)) touched.add(k);
+      });
+      if (rejections.length > 0) return rejections;
+      await sql.writeAccounts(tx, [...created.values()], [...touched].map((k) => existing.get(k)!));
+    },
+  };
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+

@@ -1,0 +1,48 @@
+import type { PgClient } from "../../src/store/postgres/index.js";
+import type { AccountRow, LedgerSql } from "./ledger-handler.js";
+
+export const postgresLedgerSchema = `
+CREATE TABLE IF NOT EXISTS ledger_accounts (
+  tenant        text   NOT NULL,
+  account_id    text   NOT NULL,
+  balance_cents bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (tenant, account_id)
+)`;
+
+/** PostgreSQL: lock with SELECT ... ORDER BY ... FOR UPDATE (an UPDATE ... FROM unnest does not lock in order). */
+export const postgresLedgerSql: LedgerSql<PgClient> = {
+  async lockAccounts(tx, keys) {
+    const { rows } = await tx.query({
+      name: "ledger_lock",
+      text: `SELECT a.tenant, a.account_id, a.balance_cents::text AS balance FROM ledger_accounts a
+        JOIN unnest($1::text[], $2::text[]) AS k(tenant, account_id) ON a.tenant = k.tenant AND a.account_id = k.account_id
+        ORDER BY a.tenant, a.account_id FOR UPDATE OF a`,
+      values: [keys.map((k) => k[0]), keys.map((k) => k[1])],
+    });
+    return rows.map((r) => ({ tenant: String(r.tenant), accountId: String(r.account_id), balanceCents: BigInt(String(r.balance)) }));
+  },
+  async writeAccounts(tx, created, updated) {
+    if (created.length > 0) {
+      // A concurrent batch may have opened the same account since our lock read: add to it.
+      await tx.query({
+        name: "ledger_create",
+        text: `INSERT INTO ledger_accounts (tenant, account_id, balance_cents)
+          SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+          ON CONFLICT (tenant, account_id) DO UPDATE SET balance_cents = ledger_accounts.balance_cents + EXCLUDED.balance_cents`,
+        values: columns(created),
+      });
+    }
+    if (updated.length > 0) {
+      await tx.query({
+        name: "ledger_update",
+        text: `UPDATE ledger_accounts a SET balance_cents = u.balance FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(tenant, account_id, balance)
+          WHERE a.tenant = u.tenant AND a.account_id = u.account_id`,
+        values: columns(updated),
+      });
+    }
+  },
+};
+
+function columns(rows: readonly AccountRow[]): [string[], string[], string[]] {
+  return [rows.map((r) => r.tenant), rows.map((r) => r.accountId), rows.map((r) => r.balanceCents.toString())];
+}

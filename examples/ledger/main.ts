@@ -1,0 +1,64 @@
+/**
+ * The ledger service: consumes LEDGER_QUEUE and applies each event once (MISSION.md).
+ *   AMQP_URL            default amqp://guest:guest@127.0.0.1:5672
+ *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... also accepted
+ *   LEDGER_QUEUE        default ledger.events
+ *   LEDGER_BATCH_SIZE   deliveries per transaction, default 100 (1 = strict mode)
+ *   LEDGER_PREFETCH     default 200
+ *   LEDGER_QUEUE_TYPE   classic (default) or quorum, used when the queue is declared
+ *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
+ * SIGTERM or SIGINT drains in-flight work and exits 0.
+ */
+import { InboxConsumer, createJsonLogger, describeError, faultInjection, parseFaultSpec, redactSecrets } from "../../src/index.js";
+import { openLedgerDatabase } from "./ledger-database.js";
+
+const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
+
+function positiveInt(name: string, fallback: number): number {
+  const text = process.env[name];
+  if (text === undefined || text === "") return fallback;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+async function main(): Promise<void> {
+  const logger = createJsonLogger({ name: "ledger" });
+  const queue = process.env.LEDGER_QUEUE || "ledger.events";
+  const amqpUrl = process.env.AMQP_URL || DEFAULT_AMQP_URL;
+  const faultText = process.env.RABBIT_INBOX_FAULT;
+  const fault = faultText ? parseFaultSpec(faultText) : undefined;
+  const batchSize = positiveInt("LEDGER_BATCH_SIZE", 100);
+  const prefetch = positiveInt("LEDGER_PREFETCH", 200);
+  const queueType = process.env.LEDGER_QUEUE_TYPE || "classic";
+  if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
+
+  const db = await openLedgerDatabase(process.env.DATABASE_URL, logger);
+  const consumer = new InboxConsumer({
+    url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch,
+    ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : {}),
+    ...(fault ? { hook: faultInjection(fault) } : {}),
+  });
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info("draining before exit", { signal });
+    consumer.stop()
+      .then(() => db.close())
+      .then(() => process.exit(0))
+      .catch((error: unknown) => {
+        logger.error("shutdown failed", { error: describeError(error) });
+        process.exit(1);
+      });
+  };
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  await consumer.start();
+  console.log(`ledger: consuming ${queue} from ${redactSecrets(amqpUrl)} into ${db.description}${fault ? ` (fault ${faultText})` : ""}`);
+}
+
+main().catch((error: unknown) => {
+  console.error(`ledger: ${redactSecrets(describeError(error))}`);
+  process.exit(1);
+});
