@@ -52,14 +52,19 @@ export interface InboxConsumerOptions<E, Tx> {
   quarantineBodyCap?: number;
   /** Failure-window hook (fault injection, tests, drills). */
   hook?: PipelineHook;
-  /** Called after each delivery is settled, with its outcome. */
-  onOutcome?: (outcome: Outcome) => void;
+  /**
+   * Called after each delivery is settled, with its outcome and the time from its arrival in
+   * this process to its settlement (for metrics).
+   */
+  onOutcome?: (outcome: Outcome, timing: { latencyMs: number }) => void;
 }
 
 /** A delivery and the one channel allowed to settle it (S7). */
 interface Delivery {
   message: ConsumeMessage;
   session: Session;
+  /** performance.now() when the delivery reached this process. */
+  receivedAt: number;
 }
 
 /** One connection with its consuming channel and its confirm channel for quarantine publishes. */
@@ -236,7 +241,7 @@ export class InboxConsumer<E, Tx> {
       return;
     }
     session.tracker.delivered(message.fields.deliveryTag);
-    this.pending.push({ message, session });
+    this.pending.push({ message, session, receivedAt: performance.now() });
     this.scheduleFlush();
   }
 
@@ -329,11 +334,13 @@ export class InboxConsumer<E, Tx> {
       this.requeueDelay = this.options.requeueDelayMs ?? 1000;
     }
     for (const [session, deliveries] of acks) this.ack(session, deliveries);
+    const now = performance.now();
     outcomes.forEach((o, i) => {
       const kind: OutcomeKind = o.kind === "quarantined" && !publishResults[i] ? "requeue" : o.kind;
       this.counts[kind]++;
-      this.options.onOutcome?.(o);
+      this.options.onOutcome?.(o, { latencyMs: now - batch[i]!.receivedAt });
     });
+    this.logSettled(batch, outcomes, publishResults);
     if (this.options.hook) {
       const acked = outcomes.flatMap((o, i) => (o.kind !== "requeue" && publishResults[i] ? [o.key] : []));
       if (acked.length > 0) await this.options.hook("after-ack", acked);
@@ -370,6 +377,26 @@ export class InboxConsumer<E, Tx> {
         reason: outcome.reason, tenant: key?.tenant, eventId: key?.eventId, error: describeError(error),
       });
       return false;
+    }
+  }
+
+  /**
+   * A debug line per settled batch, and an info line naming each redelivered delivery with its
+   * outcome: after a crash between commit and ack, this is where an operator (or a drill) sees
+   * the redelivery arrive and the dedup record turn it into a duplicate instead of a second effect.
+   */
+  private logSettled(batch: Delivery[], outcomes: Outcome[], published: boolean[]): void {
+    const tally: OutcomeCounts = { applied: 0, duplicate: 0, quarantined: 0, requeue: 0 };
+    const redelivered: Array<{ tenant: string | undefined; eventId: string | undefined; outcome: OutcomeKind }> = [];
+    outcomes.forEach((o, i) => {
+      const kind: OutcomeKind = o.kind === "quarantined" && !published[i] ? "requeue" : o.kind;
+      tally[kind]++;
+      if (batch[i]!.message.fields.redelivered) redelivered.push({ tenant: o.key?.tenant, eventId: o.key?.eventId, outcome: kind });
+    });
+    const queue = this.options.queue;
+    this.logger.debug("batch settled", { queue, messages: outcomes.length, ...tally, redelivered: redelivered.length });
+    if (redelivered.length > 0) {
+      this.logger.info("redelivered deliveries settled", { queue, redelivered: redelivered.length, events: redelivered.slice(0, 50) });
     }
   }
 

@@ -78,6 +78,8 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
 
   private prepareStatements() {
     return {
+      begin: this.db.prepare("BEGIN IMMEDIATE"),
+      commit: this.db.prepare("COMMIT"),
       claim: this.db.prepare(
         "INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
       ),
@@ -127,10 +129,10 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
   transaction<T>(work: (tx: StoreTransaction<D>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
     return this.serialize(async () => {
       try {
-        this.db.exec("BEGIN IMMEDIATE");
+        this.statements.begin.run();
         const result = await work(this.transactionFor());
         if (beforeCommit) await beforeCommit();
-        this.db.exec("COMMIT");
+        this.statements.commit.run();
         return result;
       } catch (error) {
         if (this.db.inTransaction) {

@@ -1,0 +1,319 @@
+/**
+ * Throughput benchmark (issue: batched transactions). In ONE run and on the same queue settings
+ * (durable classic queue, persistent messages, prefetch 200), measures:
+ *   raw          consume + ack, no database
+ *   naive        one autocommit UPDATE per message, no dedup
+ *   handwritten  per message: BEGIN; INSERT .. ON CONFLICT DO NOTHING; UPDATE; COMMIT
+ *   strict       the library, one transaction per message (batchSize 1)
+ *   batched      the library with the ledger's set-based handler, default settings
+ * and prints msgs/s, p50/p99 settle latency, peak RSS and the MISSION.md ratios.
+ *
+ *   npm run bench -- [--messages 50000] [--runs 1] [--db postgres,sqlite] [--json] [--scale 5000000]
+ */
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import pg from "pg";
+import Database from "better-sqlite3";
+import { InboxConsumer, type InboxHandler, PermanentEventError, silentLogger } from "../src/index.js";
+import { PostgresStore, type PgClient } from "../src/store/postgres/index.js";
+import { SqliteStore, type SqliteDatabase } from "../src/store/sqlite/index.js";
+import { parseLedgerEvent, type LedgerEvent } from "../examples/ledger/events.js";
+import { ledgerHandler } from "../examples/ledger/ledger-handler.js";
+import { postgresLedgerSchema, postgresLedgerSql } from "../examples/ledger/ledger-postgres.js";
+import { sqliteLedgerSchema, sqliteLedgerSql } from "../examples/ledger/ledger-sqlite.js";
+import {
+  AMQP_URL, LatencyRecorder, type RunResult, RssSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
+} from "./harness.js";
+
+const PG_URL = process.env.BENCH_PG_URL || "postgres://postgres@127.0.0.1:5432/test";
+const PREFETCH = 200;
+const ACCOUNTS = 1000;
+
+interface Args { messages: number; runs: number; dbs: string[]; json: boolean; scale: number; only: string[] | undefined }
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "sqlite"], json: false, scale: 0, only: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const next = () => { const v = argv[++i]; if (v === undefined) throw new Error(`${a} needs a value`); return v; };
+    if (a === "--messages") args.messages = Number(next());
+    else if (a === "--runs") args.runs = Number(next());
+    else if (a === "--db") args.dbs = next().split(",");
+    else if (a === "--json") args.json = true;
+    else if (a === "--scale") args.scale = Number(next());
+    else if (a === "--only") args.only = next().split(",");
+    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--json]"); process.exit(0); }
+    else throw new Error(`unknown argument ${a}`);
+  }
+  return args;
+}
+
+/** A database prepared for one scenario: fresh tables, ACCOUNTS accounts at balance 0. */
+interface BenchDatabase {
+  name: string;
+  /** Sum of all balances, to check the run applied each event exactly once. */
+  total(): Promise<number>;
+  naive(body: Buffer): Promise<void>;
+  handwritten(body: Buffer): Promise<void>;
+  libraryStrict(): { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never>; concurrency: number };
+  libraryBatched(): { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never> };
+  preloadDedupRows(rows: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+function adjustment(body: Buffer): { tenant: string; eventId: string; accountId: string; delta: number } {
+  const e = JSON.parse(body.toString()) as { tenant: string; event_id: string; account_id: string; delta_cents: number };
+  return { tenant: e.tenant, eventId: e.event_id, accountId: e.account_id, delta: e.delta_cents };
+}
+
+async function openPostgres(): Promise<BenchDatabase> {
+  const schema = `bench_${Math.random().toString(16).slice(2, 10)}`;
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  await admin.query(`CREATE SCHEMA ${schema}`);
+  await admin.end();
+  const url = `${PG_URL}${PG_URL.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+  const store = await PostgresStore.connect(url, { poolSize: 10 });
+  await store.migrate();
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  await pool.query(postgresLedgerSchema);
+  await pool.query(`INSERT INTO ledger_accounts (tenant, account_id, balance_cents) SELECT 't1', 'acc-' || g, 0 FROM generate_series(0, ${ACCOUNTS - 1}) g`);
+  const update = "UPDATE ledger_accounts SET balance_cents = balance_cents + $1 WHERE tenant = $2 AND account_id = $3";
+  const strictHandler: InboxHandler<LedgerEvent, PgClient> = {
+    name: "ledger",
+    parse: (body) => parseLedgerEvent(body),
+    async handle(event, ctx) {
+      if (event.type !== "balance.adjusted") return;
+      const r = await ctx.tx.query({ name: "bench_update", text: update, values: [event.deltaCents, event.tenant, event.accountId] });
+      if (r.rowCount === 0) throw new PermanentEventError("account_missing", "no account");
+    },
+  };
+  return {
+    name: "postgres",
+    async total() {
+      const { rows } = await pool.query("SELECT coalesce(sum(balance_cents), 0)::bigint AS t FROM ledger_accounts");
+      return Number((rows[0] as { t: string }).t);
+    },
+    async naive(body) {
+      const e = adjustment(body);
+      await pool.query({ name: "naive", text: update, values: [e.delta, e.tenant, e.accountId] });
+    },
+    async handwritten(body) {
+      const e = adjustment(body);
+      const client = await pool.connect();
+      try {
+        await client.query("BEGIN");
+        const ins = await client.query({
+          name: "hw_insert",
+          text: "INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint) VALUES ($1, 'handwritten', $2, $3) ON CONFLICT DO NOTHING",
+          values: [e.tenant, e.eventId, createHash("sha256").update(body).digest("hex")],
+        });
+        if (ins.rowCount === 1) await client.query({ name: "hw_update", text: update, values: [e.delta, e.tenant, e.accountId] });
+        await client.query("COMMIT");
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+    libraryStrict: () => ({ store, handler: strictHandler as InboxHandler<LedgerEvent, never>, concurrency: 10 }),
+    libraryBatched: () => ({ store, handler: ledgerHandler(postgresLedgerSql) as InboxHandler<LedgerEvent, never> }),
+    async preloadDedupRows(rows) {
+      // Time-ordered, realistic-looking ids spread over other handlers' and this handler's keys.
+      await pool.query(`INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen)
+        SELECT 't' || (g % 50), 'ledger', 'old-' || md5(g::text), md5(g::text) || md5((g + 1)::text), now() - interval '1 day'
+        FROM generate_series(1, ${rows}) g`);
+      await pool.query("ANALYZE rabbit_inbox_dedup");
+    },
+    async close() {
+      await store.close();
+      await pool.query(`DROP SCHEMA ${schema} CASCADE`);
+      await pool.end();
+    },
+  };
+}
+
+async function openSqlite(): Promise<BenchDatabase> {
+  const dir = mkdtempSync(join(tmpdir(), "rabbit-inbox-bench-"));
+  const file = join(dir, "bench.sqlite");
+  const store = await SqliteStore.open(file);
+  await store.migrate();
+  const db = new Database(file, { timeout: 5000 });
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = FULL");
+  db.exec(sqliteLedgerSchema);
+  const insertAccount = db.prepare("INSERT INTO ledger_accounts (tenant, account_id, balance_cents) VALUES ('t1', ?, 0)");
+  db.transaction(() => { for (let i = 0; i < ACCOUNTS; i++) insertAccount.run(`acc-${i}`); })();
+  const update = db.prepare("UPDATE ledger_accounts SET balance_cents = balance_cents + ? WHERE tenant = ? AND account_id = ?");
+  const insertDedup = db.prepare("INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen) VALUES (?, 'handwritten', ?, ?, ?) ON CONFLICT DO NOTHING");
+  const strictUpdate = store.database.prepare("UPDATE ledger_accounts SET balance_cents = balance_cents + ? WHERE tenant = ? AND account_id = ?");
+  const strictHandler: InboxHandler<LedgerEvent, SqliteDatabase> = {
+    name: "ledger",
+    parse: (body) => parseLedgerEvent(body),
+    handle(event) {
+      if (event.type === "balance.adjusted") {
+        // A statement prepared once on the store's connection, as a hand-written consumer would.
+        const r = strictUpdate.run(event.deltaCents, event.tenant, event.accountId);
+        if (r.changes === 0) throw new PermanentEventError("account_missing", "no account");
+      }
+      return Promise.resolve();
+    },
+  };
+  return {
+    name: "sqlite",
+    total: () => Promise.resolve(Number((db.prepare("SELECT coalesce(sum(balance_cents), 0) AS t FROM ledger_accounts").get() as { t: number }).t)),
+    naive(body) {
+      const e = adjustment(body);
+      update.run(e.delta, e.tenant, e.accountId);
+      return Promise.resolve();
+    },
+    handwritten(body) {
+      const e = adjustment(body);
+      db.transaction(() => {
+        if (insertDedup.run(e.tenant, e.eventId, createHash("sha256").update(body).digest("hex"), Date.now()).changes === 1) {
+          update.run(e.delta, e.tenant, e.accountId);
+        }
+      }).immediate();
+      return Promise.resolve();
+    },
+    libraryStrict: () => ({ store, handler: strictHandler as InboxHandler<LedgerEvent, never>, concurrency: 1 }),
+    libraryBatched: () => ({ store, handler: ledgerHandler(sqliteLedgerSql) as InboxHandler<LedgerEvent, never> }),
+    preloadDedupRows(rows) {
+      const ins = db.prepare("INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen) VALUES (?, 'ledger', ?, ?, 0)");
+      const chunk = 100_000;
+      for (let start = 0; start < rows; start += chunk) {
+        db.transaction(() => { for (let g = start; g < Math.min(rows, start + chunk); g++) ins.run(`t${g % 50}`, `old-${g}`, `fp-${g}`); })();
+      }
+      return Promise.resolve();
+    },
+    async close() {
+      await store.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function runLibrary(
+  queue: string, n: number, config: { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number },
+): Promise<{ seconds: number; latency: LatencyRecorder }> {
+  const latency = new LatencyRecorder(n);
+  let settled = 0;
+  let resolveDone!: () => void;
+  const done = new Promise<void>((resolve) => { resolveDone = resolve; });
+  const consumer = new InboxConsumer({
+    url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger, prefetch: PREFETCH,
+    ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
+    ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
+    onOutcome: (outcome, timing) => {
+      if (outcome.kind !== "applied") throw new Error(`unexpected outcome ${outcome.kind}`);
+      latency.record(timing.latencyMs);
+      if (++settled === n) resolveDone();
+    },
+  });
+  const started = performance.now();
+  await consumer.start();
+  await done;
+  const seconds = (performance.now() - started) / 1000;
+  await consumer.stop();
+  return { seconds, latency };
+}
+
+const SCENARIOS = ["raw", "naive", "handwritten", "strict", "batched"] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+async function runScenario(scenario: Scenario, dbName: string, n: number, preload: number): Promise<RunResult> {
+  const db = scenario === "raw" ? undefined : dbName === "postgres" ? await openPostgres() : await openSqlite();
+  const queue = randomName(`bench.${scenario}`);
+  try {
+    if (db && preload > 0) await db.preloadDedupRows(preload);
+    await preparePublishedQueue(queue, n, ACCOUNTS, randomName("ev"));
+    const rss = new RssSampler();
+    let measured: { seconds: number; latency: LatencyRecorder };
+    if (scenario === "raw") {
+      measured = await runPlainConsumer(queue, n, PREFETCH, (channel, message) => { channel.ack(message); return Promise.resolve(); });
+    } else if (scenario === "naive") {
+      measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.naive(message.content); channel.ack(message); });
+    } else if (scenario === "handwritten") {
+      measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.handwritten(message.content); channel.ack(message); });
+    } else if (scenario === "strict") {
+      const { store, handler, concurrency } = db!.libraryStrict();
+      measured = await runLibrary(queue, n, { store, handler, concurrency, batchSize: 1 });
+    } else {
+      measured = await runLibrary(queue, n, db!.libraryBatched());
+    }
+    const peakRssMb = rss.stop();
+    if (db) {
+      const total = await db.total();
+      if (total !== expectedTotal(n)) throw new Error(`${scenario}/${dbName}: balances sum to ${total}, expected ${expectedTotal(n)}`);
+    }
+    return {
+      scenario, database: scenario === "raw" ? "-" : dbName, messages: n,
+      seconds: Math.round(measured.seconds * 100) / 100, msgsPerSec: Math.round(n / measured.seconds),
+      p50Ms: measured.latency.percentile(50), p99Ms: measured.latency.percentile(99), peakRssMb,
+    };
+  } finally {
+    await deleteQueues(queue).catch(() => undefined);
+    await db?.close();
+  }
+}
+
+function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const scenarios = SCENARIOS.filter((s) => !args.only || args.only.includes(s));
+  const results: RunResult[] = [];
+  const log = (line: string) => { if (!args.json) console.log(line); };
+  log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, prefetch ${PREFETCH}, ${args.runs} run(s), node ${process.version}, ${new Date().toISOString()}`);
+  for (let run = 1; run <= args.runs; run++) {
+    if (scenarios.includes("raw")) {
+      results.push(await runScenario("raw", "-", args.messages, 0));
+      log(format(results.at(-1)!));
+    }
+    for (const dbName of args.dbs) {
+      for (const scenario of scenarios.filter((s) => s !== "raw")) {
+        results.push(await runScenario(scenario, dbName, args.messages, 0));
+        log(format(results.at(-1)!));
+      }
+      if (args.scale > 0) {
+        const r = await runScenario("batched", dbName, args.messages, args.scale);
+        results.push({ ...r, scenario: `batched+${args.scale}rows` });
+        log(format(results.at(-1)!));
+      }
+    }
+  }
+  const rate = (scenario: string, db: string) => {
+    const rates = results.filter((r) => r.scenario === scenario && r.database === db).map((r) => r.msgsPerSec);
+    return rates.length ? median(rates) : NaN;
+  };
+  const ratios: Record<string, number> = {};
+  for (const db of args.dbs) {
+    const r2 = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+    ratios[`${db}: batched / raw (target >= 0.7)`] = r2(rate("batched", db), rate("raw", "-"));
+    ratios[`${db}: batched / naive (target >= 3)`] = r2(rate("batched", db), rate("naive", db));
+    ratios[`${db}: strict / handwritten (target >= 0.9)`] = r2(rate("strict", db), rate("handwritten", db));
+    if (args.scale > 0) ratios[`${db}: batched with ${args.scale} rows / empty (target >= 0.85)`] = r2(rate(`batched+${args.scale}rows`, db), rate("batched", db));
+  }
+  if (args.json) {
+    console.log(JSON.stringify({ date: new Date().toISOString(), node: process.version, messages: args.messages, runs: args.runs, results, ratios }, null, 2));
+  } else {
+    console.log("\nratios (medians over runs):");
+    for (const [k, v] of Object.entries(ratios)) console.log(`  ${k.padEnd(52)} ${Number.isNaN(v) ? "n/a" : v}`);
+  }
+}
+
+function format(r: RunResult): string {
+  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  rss ${r.peakRssMb} MB`;
+}
+
+main().then(() => process.exit(0), (error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
