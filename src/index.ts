@@ -13,3 +13,5 @@ export type { Migration } from "./store/migration.js";
 export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts } from "./amqp/inbox-consumer.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
 export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
+export { quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec } from "./amqp/topology.js";
+export { RETRY_ATTEMPT_HEADER } from "./amqp/inbox-consumer.js";

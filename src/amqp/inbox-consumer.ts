@@ -1,5 +1,5 @@
 import amqp from "amqplib";
-import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options } from "amqplib";
+import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from "amqplib";
 import { InboxConfigError, describeError } from "../core/errors.js";
 import type { EventKey } from "../core/event.js";
 import type { InboxHandler } from "../core/handler.js";
@@ -11,6 +11,7 @@ import { sleep } from "../core/retry-policy.js";
 import type { Store } from "../core/store.js";
 import { ConfirmedPublisher } from "./confirmed-publisher.js";
 import { DeliveryTracker } from "./delivery-tracker.js";
+import { prepareTopology, retryQueueName } from "./topology.js";
 
 export interface InboxConsumerOptions<E, Tx> {
   /** AMQP URL, e.g. `amqp://guest:guest@127.0.0.1:5672`. Its password is never logged. */
@@ -36,8 +37,19 @@ export interface InboxConsumerOptions<E, Tx> {
    * must already exist: a passive check fails start() with the queue's name otherwise.
    */
   declareTopology?: boolean;
-  /** Arguments for declaring the work queue, e.g. `{ "x-queue-type": "quorum" }`. */
+  /** Arguments for declaring the work queue, e.g. `quorumQueueArguments({ deliveryLimit: 20 })`. */
   queueArguments?: Record<string, unknown>;
+  /**
+   * Delays of the broker-side retries, in ms. When a message's transient failures outlive the
+   * in-process retries, it is republished (with confirms) to `<queue>.retry.<n>`, a queue whose
+   * TTL dead-letters it back to the work queue, and the original is acked. After the last delay
+   * it is quarantined as `retries_exhausted`. Default [1000, 10000, 60000]; [] disables.
+   */
+  retryDelaysMs?: readonly number[];
+  /** Poison threshold on `x-delivery-count` (quorum queues). Default 10. */
+  maxDeliveries?: number;
+  /** Shown by `rabbitmqctl list_connections client_properties`. Default `rabbit-inbox <handler> <pid>`. */
+  connectionName?: string;
   /** Publisher-confirm timeout for quarantine publishes, in ms. Default 10 000. */
   confirmTimeoutMs?: number;
   /** Reconnect backoff after a lost connection or channel: first delay, in ms. Default 200. */
@@ -94,7 +106,8 @@ export class InboxConsumer<E, Tx> {
   private readonly batchSize: number;
   private readonly concurrency: number;
   private readonly quarantineQueue: string;
-  private readonly counts: OutcomeCounts = { applied: 0, duplicate: 0, quarantined: 0, requeue: 0 };
+  private readonly counts: OutcomeCounts = { applied: 0, duplicate: 0, quarantined: 0, delayed: 0, requeue: 0 };
+  private readonly retryDelays: readonly number[];
   private session: Session | undefined;
   private sessionCounter = 0;
   private pending: Delivery[] = [];
@@ -118,12 +131,18 @@ export class InboxConsumer<E, Tx> {
     this.concurrency = options.concurrency ?? options.store.maxConcurrentTransactions;
     this.quarantineQueue = options.quarantineQueue ?? `${options.queue}.quarantine`;
     this.requeueDelay = options.requeueDelayMs ?? 1000;
+    this.retryDelays = options.retryDelaysMs ?? [1000, 10_000, 60_000];
+    for (const d of this.retryDelays) {
+      if (!Number.isSafeInteger(d) || d < 1) throw new InboxConfigError(`retryDelaysMs must hold positive integers (ms), got ${d}`);
+    }
     this.pipeline = new InboxPipeline({
       store: options.store, handler: options.handler, logger: this.logger,
       ...(options.retry ? { retry: options.retry } : {}),
       ...(options.decodeLimits ? { decodeLimits: options.decodeLimits } : {}),
       ...(options.quarantineBodyCap !== undefined ? { quarantineBodyCap: options.quarantineBodyCap } : {}),
       ...(options.hook ? { hook: options.hook } : {}),
+      ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
+      canDelayRetry: (delivery) => retryAttemptOf(delivery.headers) < this.retryDelays.length,
     });
   }
 
@@ -179,7 +198,7 @@ export class InboxConsumer<E, Tx> {
 
   private async openSession(): Promise<void> {
     const { url, queue } = this.options;
-    const connection = await amqp.connect(url, { clientProperties: { connection_name: `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}` } });
+    const connection = await amqp.connect(url, { clientProperties: { connection_name: this.options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}` } });
     let session: Session | undefined;
     try {
       const channel = await connection.createChannel();
@@ -200,7 +219,11 @@ export class InboxConsumer<E, Tx> {
       publishChannel.on("error", (error: Error) => this.logger.warn("AMQP publish channel error", { error: error.message }));
       publishChannel.on("close", lost("publish channel closed"));
 
-      await this.prepareTopology(channel, connection);
+      await prepareTopology(connection, channel, {
+        queue, queueArguments: this.options.queueArguments, quarantineQueue: this.quarantineQueue,
+        retryQueues: this.retryDelays.map((delayMs, i) => ({ name: retryQueueName(queue, i + 1), delayMs })),
+        declare: this.options.declareTopology ?? true,
+      });
       await channel.prefetch(this.options.prefetch!);
       const { consumerTag } = await channel.consume(queue, (message) => this.onMessage(s, message), { noAck: false });
       s.consumerTag = consumerTag;
@@ -209,27 +232,6 @@ export class InboxConsumer<E, Tx> {
       if (session) session.open = false;
       await connection.close().catch(() => undefined);
       throw error;
-    }
-  }
-
-  private async prepareTopology(channel: Channel, connection: ChannelModel): Promise<void> {
-    const { queue } = this.options;
-    if (this.options.declareTopology ?? true) {
-      const args: Options.AssertQueue = { durable: true, ...(this.options.queueArguments ? { arguments: this.options.queueArguments } : {}) };
-      await channel.assertQueue(queue, args);
-      await channel.assertQueue(this.quarantineQueue, { durable: true });
-      return;
-    }
-    // checkQueue closes the channel when the queue is missing: use a throwaway channel.
-    for (const name of [queue, this.quarantineQueue]) {
-      const probe = await connection.createChannel();
-      probe.on("error", () => undefined);
-      try {
-        await probe.checkQueue(name);
-        await probe.close();
-      } catch (cause) {
-        throw new InboxConfigError(`queue ${JSON.stringify(name)} does not exist (declareTopology is false)`, { cause });
-      }
     }
   }
 
@@ -309,16 +311,21 @@ export class InboxConsumer<E, Tx> {
     };
   }
 
-  private async settle(batch: Delivery[], outcomes: Outcome[]): Promise<void> {
-    // Quarantined messages must be safely in the quarantine queue before their originals go.
-    const publishResults = await Promise.all(
-      outcomes.map((o, i) => (o.kind === "quarantined" ? this.publishQuarantine(batch[i]!, o) : Promise.resolve(true))),
+  private async settle(batch: Delivery[], decided: Outcome[]): Promise<void> {
+    // Quarantined and delayed messages must be safely in their queue before their originals go;
+    // one whose publish was not confirmed is not acked but given back to the broker.
+    const published = await Promise.all(
+      decided.map((o, i) =>
+        o.kind === "quarantined" ? this.publishQuarantine(batch[i]!, o)
+        : o.kind === "delayed" ? this.publishDelayedRetry(batch[i]!, o)
+        : Promise.resolve(true)),
     );
+    const outcomes = decided.map((o, i): Outcome => (published[i] ? o : { kind: "requeue", key: o.key, error: new Error("publish not confirmed") }));
     const acks = new Map<Session, Delivery[]>();
     const requeues: Delivery[] = [];
     outcomes.forEach((o, i) => {
       const d = batch[i]!;
-      if (o.kind === "requeue" || !publishResults[i]) requeues.push(d);
+      if (o.kind === "requeue") requeues.push(d);
       else {
         const list = acks.get(d.session) ?? [];
         list.push(d);
@@ -336,13 +343,12 @@ export class InboxConsumer<E, Tx> {
     for (const [session, deliveries] of acks) this.ack(session, deliveries);
     const now = performance.now();
     outcomes.forEach((o, i) => {
-      const kind: OutcomeKind = o.kind === "quarantined" && !publishResults[i] ? "requeue" : o.kind;
-      this.counts[kind]++;
+      this.counts[o.kind]++;
       this.options.onOutcome?.(o, { latencyMs: now - batch[i]!.receivedAt });
     });
-    this.logSettled(batch, outcomes, publishResults);
+    this.logSettled(batch, outcomes);
     if (this.options.hook) {
-      const acked = outcomes.flatMap((o, i) => (o.kind !== "requeue" && publishResults[i] ? [o.key] : []));
+      const acked = outcomes.flatMap((o) => (o.kind !== "requeue" ? [o.key] : []));
       if (acked.length > 0) await this.options.hook("after-ack", acked);
     }
   }
@@ -385,11 +391,11 @@ export class InboxConsumer<E, Tx> {
    * outcome: after a crash between commit and ack, this is where an operator (or a drill) sees
    * the redelivery arrive and the dedup record turn it into a duplicate instead of a second effect.
    */
-  private logSettled(batch: Delivery[], outcomes: Outcome[], published: boolean[]): void {
-    const tally: OutcomeCounts = { applied: 0, duplicate: 0, quarantined: 0, requeue: 0 };
+  private logSettled(batch: Delivery[], outcomes: Outcome[]): void {
+    const tally: OutcomeCounts = { applied: 0, duplicate: 0, quarantined: 0, delayed: 0, requeue: 0 };
     const redelivered: Array<{ tenant: string | undefined; eventId: string | undefined; outcome: OutcomeKind }> = [];
     outcomes.forEach((o, i) => {
-      const kind: OutcomeKind = o.kind === "quarantined" && !published[i] ? "requeue" : o.kind;
+      const kind = o.kind;
       tally[kind]++;
       if (batch[i]!.message.fields.redelivered) redelivered.push({ tenant: o.key?.tenant, eventId: o.key?.eventId, outcome: kind });
     });
@@ -397,6 +403,33 @@ export class InboxConsumer<E, Tx> {
     this.logger.debug("batch settled", { queue, messages: outcomes.length, ...tally, redelivered: redelivered.length });
     if (redelivered.length > 0) {
       this.logger.info("redelivered deliveries settled", { queue, redelivered: redelivered.length, events: redelivered.slice(0, 50) });
+    }
+  }
+
+  private async publishDelayedRetry(delivery: Delivery, outcome: Extract<Outcome, { kind: "delayed" }>): Promise<boolean> {
+    const { session, message } = delivery;
+    if (!session.open) return false;
+    const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
+    const attempt = retryAttemptOf(headers) + 1;
+    const target = retryQueueName(this.options.queue, attempt);
+    try {
+      await session.publisher.publish("", target, message.content, {
+        persistent: true,
+        ...(typeof message.properties.contentType === "string" ? { contentType: message.properties.contentType } : {}),
+        ...(typeof message.properties.messageId === "string" ? { messageId: message.properties.messageId } : {}),
+        ...(typeof message.properties.timestamp === "number" ? { timestamp: message.properties.timestamp } : {}),
+        headers: { ...headers, [RETRY_ATTEMPT_HEADER]: attempt, "x-rabbit-inbox-last-error": outcome.detail.slice(0, 500) },
+      });
+      this.logger.warn("delayed retry scheduled", {
+        handler: this.pipeline.handlerName, tenant: outcome.key?.tenant, eventId: outcome.key?.eventId,
+        attempt, delayMs: this.retryDelays[attempt - 1], retryQueue: target,
+      });
+      return true;
+    } catch (error) {
+      this.logger.error("delayed-retry publish not confirmed; the original stays unacked and comes back", {
+        tenant: outcome.key?.tenant, eventId: outcome.key?.eventId, error: describeError(error),
+      });
+      return false;
     }
   }
 
@@ -454,6 +487,14 @@ export class InboxConsumer<E, Tx> {
       }
     }
   }
+}
+
+/** Header counting broker-side (delayed) retries of a message. */
+export const RETRY_ATTEMPT_HEADER = "x-rabbit-inbox-retry";
+
+function retryAttemptOf(headers: Readonly<Record<string, unknown>>): number {
+  const value = headers[RETRY_ATTEMPT_HEADER];
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 0;
 }
 
 function safeJson(value: unknown): string {

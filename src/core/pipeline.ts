@@ -29,12 +29,26 @@ export interface PipelineOptions<E, Tx> {
   /** Bytes of the raw body kept in a quarantine row. Default 64 KiB. */
   quarantineBodyCap?: number;
   hook?: PipelineHook;
+  /**
+   * Poison threshold: a delivery whose broker delivery count (`x-delivery-count`, quorum
+   * queues) reaches this is not applied again but quarantined as `retries_exhausted`, so a
+   * message that crashes the process every time cannot loop forever. Default 10.
+   */
+  maxDeliveries?: number;
+  /**
+   * Asked when a message's transient failures outlive the in-process retries: true when the
+   * broker layer can still schedule a delayed retry for it (outcome `delayed`); otherwise it is
+   * quarantined as `retries_exhausted`.
+   */
+  canDelayRetry?: (delivery: DeliveryInfo) => boolean;
 }
+
+export const DEFAULT_MAX_DELIVERIES = 10;
 
 export const DEFAULT_QUARANTINE_BODY_CAP = 64 * 1024;
 
 type Prepared<E> =
-  | { index: number; ok: true; key: EventKey; keyString: string; event: E; fingerprint: string }
+  | { index: number; ok: true; key: EventKey; keyString: string; event: E; fingerprint: string; poison: boolean }
   | { index: number; ok: false; key: EventKey | null; fingerprint: string | null; detail: string };
 
 type Ready<E> = Extract<Prepared<E>, { ok: true }>;
@@ -60,6 +74,8 @@ export class InboxPipeline<E, Tx> {
   private readonly limits: DecodeLimits;
   private readonly bodyCap: number;
   private readonly hook: PipelineHook | undefined;
+  private readonly maxDeliveries: number;
+  private readonly canDelayRetry: ((delivery: DeliveryInfo) => boolean) | undefined;
 
   constructor(options: PipelineOptions<E, Tx>) {
     const { handler } = options;
@@ -77,6 +93,8 @@ export class InboxPipeline<E, Tx> {
     this.limits = { ...defaultDecodeLimits, ...options.decodeLimits };
     this.bodyCap = options.quarantineBodyCap ?? DEFAULT_QUARANTINE_BODY_CAP;
     this.hook = options.hook;
+    this.maxDeliveries = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES;
+    this.canDelayRetry = options.canDelayRetry;
   }
 
   /** Decides and commits the outcome of every message; outcomes are in input order. */
@@ -96,7 +114,8 @@ export class InboxPipeline<E, Tx> {
       key = parsed.key;
       const source = parsed.fingerprintSource ?? body;
       fingerprint = this.handler.fingerprint ? this.handler.fingerprint(source) : fingerprintOf(source);
-      return { index, ok: true, key, keyString: eventKeyString(key), event: parsed.event, fingerprint };
+      const poison = (message.delivery.deliveryCount ?? 0) >= this.maxDeliveries;
+      return { index, ok: true, key, keyString: eventKeyString(key), event: parsed.event, fingerprint, poison };
     } catch (error) {
       if (error instanceof PermanentEventError) {
         return { index, ok: false, key, fingerprint, detail: error.message };
@@ -160,6 +179,13 @@ export class InboxPipeline<E, Tx> {
         // Contention or an unclassified error that outlived the retries: find the message
         // responsible instead of failing the whole batch.
         if (multiple) return this.processOneByOne(messages, prepared);
+        if (this.canDelayRetry?.(messages[0]!.delivery)) {
+          const detail = `failed ${attempt} times: ${describeError(error)}`;
+          this.logger.warn("transient failures outlived the in-process retries; scheduling a delayed retry", {
+            handler: this.handlerName, tenant: prepared[0]!.key?.tenant, eventId: prepared[0]!.key?.eventId, error: describeError(error),
+          });
+          return [{ kind: "delayed", key: prepared[0]!.key, detail }];
+        }
         return this.quarantineExhausted(messages[0]!, prepared[0]!, error, attempt);
       }
     }
@@ -234,6 +260,16 @@ export class InboxPipeline<E, Tx> {
       }
     });
     toApply.sort((a, b) => a.index - b.index); // the handler sees delivery order
+
+    // A poison delivery that was never applied is not run again; one already applied was
+    // settled above as a duplicate (its earlier attempt committed but never got acked).
+    const poisoned = toApply.filter((p) => p.poison);
+    if (poisoned.length > 0) {
+      throw new RerunWithout(poisoned.map((p) => ({
+        index: p.index, reason: "retries_exhausted",
+        detail: `delivered ${messages[p.index]!.delivery.deliveryCount} times without being settled (poison message; limit ${this.maxDeliveries})`,
+      })));
+    }
 
     if (toApply.length > 0) {
       const rejections = await this.runHandler(tx, messages, toApply);

@@ -19,6 +19,8 @@ export interface PgClient {
   query(config: { text: string; values?: unknown[]; name?: string }): Promise<PgQueryResult>;
   query(text: string, values?: unknown[]): Promise<PgQueryResult>;
   release(destroy?: boolean | Error): void;
+  on(event: "error", listener: (error: Error) => void): unknown;
+  removeListener(event: "error", listener: (error: Error) => void): unknown;
 }
 export interface PgPool<C extends PgClient = PgClient> {
   connect(): Promise<C>;
@@ -114,6 +116,13 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
     }
     let broken = false;
     let committing = false;
+    // pg-pool removes its error listener from a checked-out client: a session terminated while
+    // no query runs (between statements, in a hook) would be an uncaught 'error' event.
+    const onError = (error: Error) => {
+      broken = true;
+      this.logger.warn("PostgreSQL session lost during a transaction", { error: error.message });
+    };
+    client.on("error", onError);
     try {
       await client.query(this.sql.begin);
       const result = await work(this.transactionFor(client));
@@ -122,12 +131,13 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
       await client.query(this.sql.commit);
       return result;
     } catch (error) {
-      broken = isPostgresConnectionLoss(error);
+      broken ||= isPostgresConnectionLoss(error);
       if (!broken && !committing) {
         await client.query(this.sql.rollback).catch(() => { broken = true; });
       }
       throw classifyPostgresError(error, committing);
     } finally {
+      client.removeListener("error", onError);
       // A client whose session broke is destroyed, never returned to the pool.
       client.release(broken);
     }

@@ -1,0 +1,98 @@
+import type { Channel, ChannelModel } from "amqplib";
+import { InboxConfigError, describeError } from "../core/errors.js";
+
+/** The queues a consumer needs, and how each must be declared. */
+export interface TopologySpec {
+  queue: string;
+  /** Declare arguments of the work queue, e.g. quorum settings. */
+  queueArguments: Record<string, unknown> | undefined;
+  quarantineQueue: string;
+  /** Delay queues, in order: each dead-letters back to the work queue after its TTL. */
+  retryQueues: ReadonlyArray<{ name: string; delayMs: number }>;
+  /** true: declare everything (idempotent); false: only verify that it exists. */
+  declare: boolean;
+}
+
+export function retryQueueName(queue: string, attempt: number): string {
+  return `${queue}.retry.${attempt}`;
+}
+
+export function retryQueueArguments(queue: string, delayMs: number): Record<string, unknown> {
+  return { "x-message-ttl": delayMs, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue };
+}
+
+/**
+ * Arguments for a quorum work queue with at-least-once dead-lettering (RabbitMQ 3.10+):
+ * a delivery limit so a poison message cannot loop, and a dead-letter exchange that must exist.
+ */
+export function quorumQueueArguments(options: { deliveryLimit?: number; deadLetterExchange?: string; deadLetterRoutingKey?: string } = {}): Record<string, unknown> {
+  return {
+    "x-queue-type": "quorum",
+    ...(options.deliveryLimit !== undefined ? { "x-delivery-limit": options.deliveryLimit } : {}),
+    ...(options.deadLetterExchange !== undefined
+      ? {
+          "x-dead-letter-exchange": options.deadLetterExchange,
+          "x-dead-letter-strategy": "at-least-once",
+          "x-overflow": "reject-publish",
+          ...(options.deadLetterRoutingKey !== undefined ? { "x-dead-letter-routing-key": options.deadLetterRoutingKey } : {}),
+        }
+      : {}),
+  };
+}
+
+/**
+ * Declares (or, with `declare: false`, verifies) the work queue, the quarantine queue, the
+ * delay queues and the work queue's dead-letter target. A queue declared elsewhere with other
+ * arguments, or a dead-letter target that does not exist, fails here with the queue and the
+ * argument named, instead of messages being dropped later.
+ */
+export async function prepareTopology(connection: ChannelModel, channel: Channel, spec: TopologySpec): Promise<void> {
+  const queues: Array<{ name: string; args: Record<string, unknown> | undefined }> = [
+    { name: spec.queue, args: spec.queueArguments },
+    { name: spec.quarantineQueue, args: undefined },
+    ...spec.retryQueues.map((r) => ({ name: r.name, args: retryQueueArguments(spec.queue, r.delayMs) })),
+  ];
+  for (const q of queues) {
+    if (spec.declare) {
+      await withProbe(connection, async (probe) => {
+        await probe.assertQueue(q.name, { durable: true, ...(q.args ? { arguments: q.args } : {}) });
+      }, (error) => new InboxConfigError(
+        `queue ${JSON.stringify(q.name)} cannot be declared as configured (${describeError(error)}). ` +
+        `Fix: make the consumer's queue arguments match the existing queue, or delete the queue so it can be declared again.`,
+        { cause: error },
+      ));
+    } else {
+      await withProbe(connection, (probe) => probe.checkQueue(q.name), (error) => new InboxConfigError(
+        `queue ${JSON.stringify(q.name)} does not exist (declareTopology is false): declare it, or let the consumer declare it`, { cause: error },
+      ));
+    }
+  }
+  const dlx = spec.queueArguments?.["x-dead-letter-exchange"];
+  if (typeof dlx === "string") {
+    if (dlx === "") {
+      const key = spec.queueArguments?.["x-dead-letter-routing-key"];
+      if (typeof key === "string") {
+        await withProbe(connection, (probe) => probe.checkQueue(key), (error) => new InboxConfigError(
+          `queue ${JSON.stringify(spec.queue)} dead-letters to queue ${JSON.stringify(key)}, which does not exist: messages would be dropped silently`, { cause: error },
+        ));
+      }
+    } else {
+      await withProbe(connection, (probe) => probe.checkExchange(dlx), (error) => new InboxConfigError(
+        `queue ${JSON.stringify(spec.queue)} has x-dead-letter-exchange ${JSON.stringify(dlx)}, which does not exist: dead-lettered messages would be dropped silently`, { cause: error },
+      ));
+    }
+  }
+  void channel;
+}
+
+/** A failed declare or check closes its channel: run each on a throwaway channel. */
+async function withProbe(connection: ChannelModel, work: (probe: Channel) => Promise<unknown>, wrap: (error: unknown) => Error): Promise<void> {
+  const probe = await connection.createChannel();
+  probe.on("error", () => undefined);
+  try {
+    await work(probe);
+  } catch (error) {
+    throw wrap(error);
+  }
+  await probe.close().catch(() => undefined);
+}

@@ -1,0 +1,270 @@
+/**
+ * Failure handling of the AMQP consumer against the real broker and real databases: broker-side
+ * connection close, consumer cancelled by a queue deletion, transient database errors, delayed
+ * retries that end in quarantine, poison detection on a quorum queue, topology checks, and a
+ * PostgreSQL session terminated around COMMIT.
+ */
+import { randomBytes } from "node:crypto";
+import type { GetMessage, Message } from "amqplib";
+import { afterEach, describe, expect, it } from "vitest";
+import {
+  type EventKey, InboxConfigError, InboxConsumer, type InboxHandler, type PipelineHook, TransientStoreError,
+  createJsonLogger, quorumQueueArguments, retryQueueName, silentLogger,
+} from "../../src/index.js";
+import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";
+import type { SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";
+import {
+  amqpUrl, closeConnectionsNamed, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel,
+} from "../support/broker.js";
+import { createPgSchema, createSqliteFile, openPostgresStore, openSqliteStore } from "../support/databases.js";
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
+});
+
+function uniqueQueue(): string {
+  return `ri.test.failures.${randomBytes(5).toString("hex")}`;
+}
+
+function event(i: number, extra: Record<string, unknown> = {}) {
+  return { tenant: "t1", event_id: `e-${i}`, n: i, ...extra };
+}
+
+/** SQLite store with an `effects` table that has NO unique key: a double apply shows as two rows. */
+async function sqliteWithEffects(): Promise<{ store: SqliteStore; effects: () => Map<string, number> }> {
+  const file = await createSqliteFile();
+  const store = await openSqliteStore(file.file);
+  await store.migrate();
+  store.database.exec("CREATE TABLE effects (tenant TEXT NOT NULL, event_id TEXT NOT NULL)");
+  cleanups.push(async () => { await store.close(); await file.remove(); });
+  return {
+    store,
+    effects: () => {
+      const rows = store.database.prepare("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id").all() as Array<{ event_id: string; n: number }>;
+      return new Map(rows.map((r) => [r.event_id, r.n]));
+    },
+  };
+}
+
+function sqliteHandler(name: string, before?: (key: EventKey) => void): InboxHandler<{ tenant: string; event_id: string }, SqliteDatabase> {
+  return {
+    name,
+    handle(event, ctx) {
+      before?.(ctx.key);
+      ctx.tx.prepare("INSERT INTO effects (tenant, event_id) VALUES (?, ?)").run(event.tenant, event.event_id);
+      return Promise.resolve();
+    },
+  };
+}
+
+function startConsumer<E, Tx>(options: ConstructorParameters<typeof InboxConsumer<E, Tx>>[0]): InboxConsumer<E, Tx> {
+  const consumer = new InboxConsumer<E, Tx>({ logger: silentLogger, ...options });
+  cleanups.push(() => consumer.stop());
+  cleanups.push(() => deleteQueues(options.queue, `${options.queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(options.queue, n))));
+  return consumer;
+}
+
+describe("consumer failure handling (real broker)", () => {
+  it("recovers from a broker-side connection close without losing or doubling an event", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const connectionName = `ri-test-close-${randomBytes(4).toString("hex")}`;
+    let applied = 0;
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, connectionName, batchSize: 20, prefetch: 50,
+      reconnectBaseDelayMs: 50,
+      handler: sqliteHandler("close-test"),
+      onOutcome: (o) => { if (o.kind === "applied") applied++; },
+    });
+    await consumer.start();
+    const total = 600;
+    await publishAll(queue, Array.from({ length: total }, (_, i) => event(i)));
+    await waitFor(() => applied >= 100, 20_000, "first 100 events applied");
+    expect(await closeConnectionsNamed(connectionName)).toBe(1);
+    await waitFor(async () => (await store.countInbox("close-test")) === total && (await messagesReady(queue)) === 0, 30_000, "all events applied after the reconnect");
+    await consumer.stop();
+    const counts = effects();
+    expect(counts.size).toBe(total);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    expect(await store.listQuarantine()).toEqual([]);
+    expect(await withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount)).toBe(0);
+  });
+
+  it("re-subscribes after the broker cancels the consumer because its queue was deleted", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const consumer = startConsumer({ url: amqpUrl, queue, store, reconnectBaseDelayMs: 50, handler: sqliteHandler("cancel-test") });
+    await consumer.start();
+    await publishAll(queue, [event(1)]);
+    await waitFor(() => effects().get("e-1") === 1, 10_000, "e-1 applied");
+    await withChannel((ch) => ch.deleteQueue(queue));
+    // The consumer re-declares the queue when it reconnects; wait for it to exist again.
+    await waitFor(async () => withChannel(async (ch) => { await ch.checkQueue(queue); return true; }).catch(() => false), 10_000, "queue re-declared");
+    await publishAll(queue, [event(2), event(1)]);
+    await waitFor(() => effects().get("e-2") === 1, 10_000, "e-2 applied after re-subscribe");
+    await waitFor(async () => (await messagesReady(queue)) === 0, 10_000, "queue drained");
+    expect(effects().get("e-1")).toBe(1); // the re-sent e-1 was a duplicate
+    expect(consumer.outcomeCounts.duplicate).toBe(1);
+  });
+
+  it("retries transient database errors in process and applies once", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    let failures = 0;
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, retry: { baseDelayMs: 5 },
+      handler: sqliteHandler("transient-test", () => {
+        if (failures < 3) { failures++; throw new TransientStoreError("simulated deadlock"); }
+      }),
+    });
+    await consumer.start();
+    await publishAll(queue, [event(1)]);
+    await waitFor(() => consumer.outcomeCounts.applied === 1, 10_000, "applied");
+    expect(failures).toBe(3);
+    expect(effects().get("e-1")).toBe(1);
+    expect(await store.countInbox("transient-test")).toBe(1);
+    expect(await store.listQuarantine()).toEqual([]);
+  });
+
+  it("moves a message that keeps failing through the delay queues, then quarantines it as retries_exhausted", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const seen: number[] = [];
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, retry: { maxAttempts: 2, baseDelayMs: 5 }, retryDelaysMs: [100, 200],
+      handler: {
+        name: "delay-test",
+        handle(ev: { event_id: string }, ctx) {
+          if (ev.event_id === "bad") {
+            seen.push(Number(ctx.delivery.headers["x-rabbit-inbox-retry"] ?? 0));
+            throw new Error("handler bug: always fails");
+          }
+          (ctx.tx).prepare("INSERT INTO effects (tenant, event_id) VALUES ('t1', ?)").run(ev.event_id);
+          return Promise.resolve();
+        },
+      } satisfies InboxHandler<{ event_id: string }, SqliteDatabase>,
+    });
+    await consumer.start();
+    await publishAll(queue, [event(1), { tenant: "t1", event_id: "bad" }, event(2)]);
+    await waitFor(async () => (await store.listQuarantine()).length === 1, 20_000, "quarantine entry");
+    const [entry] = await store.listQuarantine();
+    expect(entry).toMatchObject({ reason: "retries_exhausted", tenant: "t1", eventId: "bad" });
+    // 2 in-process attempts per delivery (twice more at 0 if it first failed inside a batch,
+    // which is then isolated message by message), then 2 delayed retries.
+    expect(seen.filter((n) => n === 1)).toEqual([1, 1]);
+    expect(seen.filter((n) => n === 2)).toEqual([2, 2]);
+    expect([2, 4]).toContain(seen.filter((n) => n === 0).length);
+    expect(seen.at(-1)).toBe(2);
+    expect(consumer.outcomeCounts.delayed).toBe(2);
+    expect(effects()).toEqual(new Map([["e-1", 1], ["e-2", 1]]));
+    const quarantined = await drainQueue(`${queue}.quarantine`);
+    expect(quarantined).toHaveLength(1);
+    expect(quarantined[0]!.properties.headers?.["x-rabbit-inbox-reason"]).toBe("retries_exhausted");
+    await waitFor(async () => (await messagesReady(queue)) === 0, 5000, "work queue drained");
+  });
+
+  it("quarantines a poison delivery on a quorum queue by its x-delivery-count instead of running it again", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true, arguments: quorumQueueArguments() }));
+    await publishAll(queue, [event(7)]);
+    // A consumer that crashes on it every time: simulate with nack+requeue, which counts.
+    await withChannel(async (ch) => {
+      for (let i = 0; i < 3; i++) {
+        let m: false | GetMessage = false;
+        await waitFor(async () => (m = await ch.get(queue, { noAck: false })) !== false, 5000, "message");
+        ch.nack(m as unknown as Message, false, true);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    });
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, maxDeliveries: 3, queueArguments: quorumQueueArguments(), handler: sqliteHandler("poison-test"),
+    });
+    await consumer.start();
+    await waitFor(async () => (await store.listQuarantine()).length === 1, 10_000, "poison quarantined");
+    const [entry] = await store.listQuarantine();
+    expect(entry).toMatchObject({ reason: "retries_exhausted", eventId: "e-7" });
+    expect(entry!.detail).toContain("poison");
+    expect(effects().size).toBe(0);
+    expect(await store.countInbox("poison-test")).toBe(0);
+  });
+
+  it("refuses to start when the work queue exists with other arguments, naming the queue and the argument", async () => {
+    const { store } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true, arguments: { "x-queue-type": "quorum" } }));
+    const consumer = startConsumer({ url: amqpUrl, queue, store, handler: sqliteHandler("topology-test") });
+    const error = await consumer.start().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(InboxConfigError);
+    expect((error as Error).message).toContain(queue);
+    expect((error as Error).message).toContain("x-queue-type");
+  });
+
+  it("refuses to start when the work queue's dead-letter exchange does not exist", async () => {
+    const { store } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, handler: sqliteHandler("dlx-test"),
+      queueArguments: quorumQueueArguments({ deliveryLimit: 5, deadLetterExchange: `missing-dlx-${randomBytes(3).toString("hex")}` }),
+    });
+    const error = await consumer.start().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(InboxConfigError);
+    expect((error as Error).message).toMatch(/x-dead-letter-exchange .*does not exist/);
+  });
+
+  it("with declareTopology false, names a missing queue at start", async () => {
+    const { store } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const consumer = startConsumer({ url: amqpUrl, queue, store, declareTopology: false, handler: sqliteHandler("passive-test") });
+    await expect(consumer.start()).rejects.toThrow(`queue "${queue}" does not exist`);
+  });
+});
+
+describe("PostgreSQL session terminated around COMMIT (pg_terminate_backend)", () => {
+  async function pgWithEffects(): Promise<PostgresStore> {
+    const schema = await createPgSchema();
+    const store = await openPostgresStore(schema.url, { poolSize: 4 });
+    await store.migrate();
+    await store.transaction(async (tx) => { await tx.handle.query("CREATE TABLE effects (tenant text NOT NULL, event_id text NOT NULL)"); });
+    cleanups.push(async () => { await store.close(); await schema.drop(); });
+    return store;
+  }
+
+  it("neither loses nor doubles an effect when the session dies before COMMIT, or just after it", async () => {
+    const store = await pgWithEffects();
+    const queue = uniqueQueue();
+    const kills = { "before-commit": [3, 9], "after-commit": [5, 12] } as Record<string, number[]>;
+    const reached: Record<string, number> = { "before-commit": 0, "after-commit": 0 };
+    let victim: PgClient | undefined;
+    const hook: PipelineHook = async (point) => {
+      if (point === "after-ack") return;
+      reached[point]!++;
+      if (kills[point]!.includes(reached[point]!) && victim) {
+        const pid = (await victim.query("SELECT pg_backend_pid() AS pid")).rows[0]!.pid;
+        await store.transaction(async (tx) => { await tx.handle.query("SELECT pg_terminate_backend($1)", [pid]); });
+      }
+    };
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store: store, batchSize: 1, concurrency: 1, hook, requeueDelayMs: 20,
+      retry: { baseDelayMs: 5 }, logger: createJsonLogger({ level: "silent" }),
+      handler: {
+        name: "terminate-test",
+        async handle(ev: { tenant: string; event_id: string }, ctx) {
+          victim = ctx.tx;
+          await ctx.tx.query("INSERT INTO effects (tenant, event_id) VALUES ($1, $2)", [ev.tenant, ev.event_id]);
+        },
+      } satisfies InboxHandler<{ tenant: string; event_id: string }, PgClient>,
+    });
+    await consumer.start();
+    const total = 20;
+    await publishAll(queue, Array.from({ length: total }, (_, i) => event(i)));
+    await waitFor(async () => (await store.countInbox("terminate-test")) === total && (await messagesReady(queue)) === 0, 30_000, "all applied");
+    await consumer.stop();
+    const rows = await store.transaction(async (tx) => (await tx.handle.query("SELECT event_id, count(*)::int AS n FROM effects GROUP BY event_id")).rows);
+    expect(rows).toHaveLength(total);
+    expect(rows.every((r) => r.n === 1)).toBe(true);
+    expect(consumer.outcomeCounts.requeue).toBeGreaterThanOrEqual(2); // the two deaths before COMMIT
+    expect(await store.listQuarantine()).toEqual([]);
+  });
+});
