@@ -18,6 +18,19 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
 const FORBIDDEN_KEYS = new Set(["__proto__"]);
 
 /**
+ * An unpaired UTF-16 surrogate (valid JSON as a `\u` escape, but not Unicode). UTF-8 encoders
+ * (pg, better-sqlite3, hashing) turn every one into U+FFFD, so `"e-\ud800"` and `"e-\udc00"`
+ * would become the same event id and the same fingerprint.
+ */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Escapes control characters, so text quoted from the input stays printable and storable. */
+function escapeControls(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u001f\u007f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
+/**
  * Decodes a message body into a plain JSON object, refusing anything a handler should never
  * have to defend against: non-JSON content types, compressed bodies, invalid UTF-8, oversize or
  * too deeply nested documents, prototype-pollution keys and NUL characters (which PostgreSQL
@@ -50,7 +63,8 @@ export function decodeJsonBody(
   try {
     value = JSON.parse(text);
   } catch (cause) {
-    throw new InvalidEventError(`body is not valid JSON: ${(cause as Error).message}`, { cause });
+    // V8 quotes the input in some messages: a raw NUL there would fail the quarantine insert.
+    throw new InvalidEventError(`body is not valid JSON: ${escapeControls((cause as Error).message)}`, { cause });
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new InvalidEventError(`body must be a JSON object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
@@ -67,6 +81,12 @@ function checkShape(root: object, limits: DecodeLimits): void {
     const { value, depth, path } = stack.pop()!;
     if (typeof value === "string") {
       if (value.includes("\u0000")) throw new InvalidEventError(`${path} contains a NUL character`);
+      if (LONE_SURROGATE.test(value)) throw new InvalidEventError(`${path} contains an unpaired UTF-16 surrogate`);
+      continue;
+    }
+    if (typeof value === "number") {
+      // JSON.parse turns 1e400 into Infinity, which canonical JSON (and JSON.stringify) write as null.
+      if (!Number.isFinite(value)) throw new InvalidEventError(`${path} is a number out of range`);
       continue;
     }
     if (value === null || typeof value !== "object") continue;
@@ -84,6 +104,7 @@ function checkShape(root: object, limits: DecodeLimits): void {
       const childPath = `${path}.${key.length > 64 ? key.slice(0, 64) + "…" : key}`;
       if (FORBIDDEN_KEYS.has(key)) throw new InvalidEventError(`forbidden key ${JSON.stringify(key)} at ${path}`);
       if (key.includes("\u0000")) throw new InvalidEventError(`a key at ${path} contains a NUL character`);
+      if (LONE_SURROGATE.test(key)) throw new InvalidEventError(`a key at ${path} contains an unpaired UTF-16 surrogate`);
       if (key === "prototype" && path.endsWith(".constructor")) {
         throw new InvalidEventError(`forbidden key "constructor.prototype" at ${path}`);
       }

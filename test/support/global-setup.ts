@@ -1,0 +1,68 @@
+import { connect } from "node:net";
+
+/**
+ * vitest globalSetup: every real service the tests use must accept TCP connections before any
+ * test runs. A service that is down fails the run with its name and the command that starts it;
+ * tests never skip silently because a service is missing.
+ */
+
+interface Service {
+  name: string;
+  url: string;
+  defaultPort: number;
+  start: string;
+}
+
+const services: Service[] = [
+  {
+    name: "PostgreSQL",
+    url: process.env.TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+    defaultPort: 5432,
+    start: "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+  },
+  {
+    name: "MariaDB",
+    url: process.env.TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test",
+    defaultPort: 3306,
+    start: "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd",
+  },
+  {
+    name: "RabbitMQ",
+    url: process.env.TEST_AMQP_URL ?? process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672",
+    defaultPort: 5672,
+    start: "rabbitmq-server -detached",
+  },
+];
+
+function hostAndPort(service: Service): { host: string; port: number } {
+  const url = new URL(service.url);
+  const host = url.hostname.replace(/^\[|\]$/g, "") || "127.0.0.1";
+  return { host, port: url.port ? Number(url.port) : service.defaultPort };
+}
+
+function probe(host: string, port: number, timeoutMs: number): Promise<string | null> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (problem: string | null) => {
+      socket.destroy();
+      resolve(problem);
+    };
+    socket.setTimeout(timeoutMs, () => done(`no answer within ${timeoutMs} ms`));
+    socket.once("connect", () => done(null));
+    socket.once("error", (error: NodeJS.ErrnoException) => done(error.code ?? error.message));
+  });
+}
+
+export async function setup(): Promise<void> {
+  const problems = await Promise.all(
+    services.map(async (service) => {
+      const { host, port } = hostAndPort(service);
+      const problem = await probe(host, port, 3000);
+      return problem === null
+        ? null
+        : `${service.name} does not accept connections on ${host}:${port} (${problem}); start it with: ${service.start}`;
+    }),
+  );
+  const down = problems.filter((p): p is string => p !== null);
+  if (down.length > 0) throw new Error(`test services are down:\n  ${down.join("\n  ")}`);
+}
