@@ -1,10 +1,12 @@
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { type InboxHandler, InboxConfigError, type Logger, type Store, redactSecrets } from "../../src/index.js";
+import { MysqlStore } from "../../src/store/mysql/index.js";
 import { PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import type { LedgerEvent } from "./events.js";
 import { ledgerHandler } from "./ledger-handler.js";
+import { mysqlLedgerSchema, mysqlLedgerSql } from "./ledger-mysql.js";
 import { postgresLedgerSchema, postgresLedgerSql } from "./ledger-postgres.js";
 import { sqliteLedgerSchema, sqliteLedgerSql } from "./ledger-sqlite.js";
 
@@ -27,14 +29,15 @@ export interface LedgerDatabase {
 }
 
 /**
- * Opens the database named by DATABASE_URL: `postgres://` / `postgresql://`, or an SQLite file
+ * Opens the database named by DATABASE_URL: `postgres://` / `postgresql://`, `mysql://` /
+ * `mariadb://`, or an SQLite file
  * (`sqlite:<path>`, `file:<path>` or a bare path; default ./data/ledger.sqlite). Creates the
  * inbox and ledger tables when missing.
  */
 export async function openLedgerDatabase(url: string | undefined, logger: Logger): Promise<LedgerDatabase> {
   const target = url?.trim() || DEFAULT_SQLITE_PATH;
   if (/^postgres(ql)?:\/\//i.test(target)) return openPostgres(target, logger);
-  if (/^mysql:\/\//i.test(target)) throw new InboxConfigError("DATABASE_URL: the MySQL/MariaDB store is not available in this build");
+  if (/^(mysql|mariadb):\/\//i.test(target)) return openMysql(target.replace(/^mariadb:/i, "mysql:"), logger);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target) && !/^(sqlite|file):/i.test(target)) {
     throw new InboxConfigError(`DATABASE_URL ${redactSecrets(target)}: unsupported scheme (use postgres://, mysql:// or an SQLite path)`);
   }
@@ -58,6 +61,36 @@ async function openPostgres(url: string, logger: Logger): Promise<LedgerDatabase
       return store.transaction(async (tx) => {
         const { rows } = await tx.handle.query("SELECT tenant, account_id, balance_cents::text AS b FROM ledger_accounts ORDER BY tenant COLLATE \"C\", account_id COLLATE \"C\"");
         return rows.map((r) => ({ tenant: String(r.tenant), account_id: String(r.account_id), balance_cents: Number(r.b) }));
+      });
+    },
+    close: () => store.close(),
+  };
+}
+
+async function openMysql(url: string, logger: Logger): Promise<LedgerDatabase> {
+  const store = await MysqlStore.connect(url, { logger });
+  try {
+    await store.migrate();
+    // DDL commits implicitly on MySQL: never inside the store's transaction.
+    const mysql = await import("mysql2/promise");
+    const connection = await mysql.createConnection(url);
+    try {
+      await connection.query(mysqlLedgerSchema);
+    } finally {
+      await connection.end();
+    }
+  } catch (error) {
+    await store.close();
+    throw error;
+  }
+  return {
+    store,
+    handler: ledgerHandler(mysqlLedgerSql) as InboxHandler<LedgerEvent, unknown>,
+    description: `mysql ${redactSecrets(url)}`,
+    async balances() {
+      return store.transaction(async (tx) => {
+        const [rows] = await tx.handle.query("SELECT tenant, account_id, CAST(balance_cents AS CHAR) AS b FROM ledger_accounts ORDER BY tenant, account_id");
+        return (rows as Array<{ tenant: string; account_id: string; b: string }>).map((r) => ({ tenant: r.tenant, account_id: r.account_id, balance_cents: Number(r.b) }));
       });
     },
     close: () => store.close(),

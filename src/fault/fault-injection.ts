@@ -50,7 +50,10 @@ export function faultInjection(spec: FaultSpec | string, options: { exit?: (code
     reached += keys.length;
     if (before >= fault.nth || reached < fault.nth) return;
     const key = keys[fault.nth - before - 1] ?? null;
-    if (fault.action === "crash") exit(FAULT_CRASH_EXIT_CODE);
+    if (fault.action === "crash") {
+      exit(FAULT_CRASH_EXIT_CODE);
+      return; // only reached when a test passes an exit() that returns
+    }
     print(`fault: paused at ${point} ${key?.eventId ?? "-"}`);
     frozen = new Promise<never>(() => undefined);
     return frozen;
