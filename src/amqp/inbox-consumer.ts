@@ -186,9 +186,21 @@ export class InboxConsumer<E, Tx> {
     this.state = "stopped";
     if (session?.open) {
       session.open = false;
+      // Close the channels before the connection: amqplib writes each channel's frames through
+      // its own buffer and multiplexes them, so a connection-level Close can overtake acks still
+      // buffered on the consuming channel, and the broker then requeues deliveries whose effects
+      // committed (seen here: up to a prefetch's worth). A channel's Close queues behind its acks.
+      await session.channel.close().catch(() => undefined);
+      await session.publishChannel.close().catch(() => undefined);
       await session.connection.close().catch(() => undefined);
     }
     this.logger.info("stopped", { queue: this.options.queue, ...this.counts });
+  }
+
+  private wakeIdleWaiters(): void {
+    if (this.inFlight === 0 && this.pending.length === 0) {
+      for (const resolve of this.idleWaiters.splice(0)) resolve();
+    }
   }
 
   private whenIdle(): Promise<void> {
@@ -276,9 +288,7 @@ export class InboxConsumer<E, Tx> {
         .finally(() => {
           this.inFlight--;
           if (this.pending.length > 0) this.flush();
-          if (this.inFlight === 0 && this.pending.length === 0) {
-            for (const resolve of this.idleWaiters.splice(0)) resolve();
-          }
+          this.wakeIdleWaiters();
         });
     }
   }
@@ -333,8 +343,9 @@ export class InboxConsumer<E, Tx> {
       }
     });
     if (requeues.length > 0) {
-      // Give the database (or broker) a moment before the broker hands them out again.
-      await sleep(this.requeueDelay);
+      // Give the database (or broker) a moment before the broker hands them out again; a
+      // stopping consumer gives them back at once.
+      if (this.state === "running") await sleep(this.requeueDelay);
       this.requeueDelay = Math.min(this.requeueDelay * 2, 30_000);
       for (const d of requeues) this.nack(d);
     } else {
@@ -465,6 +476,7 @@ export class InboxConsumer<E, Tx> {
     session.open = false;
     // Deliveries of this channel that have not started are dropped: the broker requeues them.
     this.pending = this.pending.filter((d) => d.session !== session);
+    this.wakeIdleWaiters();
     if (this.state !== "running") return;
     this.logger.warn("AMQP session lost; reconnecting", { what, error: error ? redactSecrets(error.message) : undefined, session: session.id });
     void session.connection.close().catch(() => undefined);
