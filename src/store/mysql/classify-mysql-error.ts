@@ -1,0 +1,130 @@
+import {
+  CommitOutcomeUnknownError, InboxError, PermanentEventError, TransientStoreError, describeError,
+} from "../../core/errors.js";
+
+/**
+ * Server error numbers after which running the whole transaction again can succeed. 1213 has
+ * already rolled the whole transaction back; 1205 rolled back only the statement (unless
+ * innodb_rollback_on_timeout): either way the store issues ROLLBACK and the pipeline retries
+ * the whole transaction, never the statement alone.
+ */
+const CONTENTION = new Set([
+  1205, // ER_LOCK_WAIT_TIMEOUT
+  1213, // ER_LOCK_DEADLOCK (also a Galera certification failure)
+  1317, // ER_QUERY_INTERRUPTED (KILL QUERY)
+  1614, // ER_XA_RBDEADLOCK
+  1637, // ER_TOO_MANY_CONCURRENT_TRXS
+  1969, // ER_STATEMENT_TIMEOUT (MariaDB max_statement_time)
+  3024, // ER_QUERY_TIMEOUT (MySQL max_execution_time)
+  3572, // ER_LOCK_NOWAIT
+]);
+
+/** Server error numbers that mean the session is gone, or cannot be had right now. */
+const CONNECTION_ERRNO = new Set([
+  1040, // ER_CON_COUNT_ERROR: too many connections
+  1053, // ER_SERVER_SHUTDOWN
+  1159, // ER_NET_READ_INTERRUPTED
+  1161, // ER_NET_WRITE_INTERRUPTED
+  1203, // ER_TOO_MANY_USER_CONNECTIONS
+  1290, // ER_OPTION_PREVENTS_STATEMENT: --read-only, e.g. a replica during a failover
+  1836, // ER_READ_ONLY_MODE
+  1927, // ER_CONNECTION_KILLED (MariaDB)
+  2006, // CR_SERVER_GONE_ERROR
+  2013, // CR_SERVER_LOST
+  4031, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8.0.24+)
+]);
+
+/** mysql2 and Node codes for a socket that is gone or never came up. */
+const CONNECTION_CODE = new Set([
+  "PROTOCOL_CONNECTION_LOST", "PROTOCOL_SEQUENCE_TIMEOUT", "PROTOCOL_PACKETS_OUT_OF_ORDER",
+  "ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "ENOTFOUND", "EHOSTUNREACH", "EAI_AGAIN",
+  "ER_SERVER_SHUTDOWN", "ER_CON_COUNT_ERROR",
+]);
+
+/** Data errors (strict mode) that SQLSTATE does not mark with class 22. */
+const DATA_ERRNO = new Set([
+  1265, // WARN_DATA_TRUNCATED (01000, an error in strict mode)
+  1292, // ER_TRUNCATED_WRONG_VALUE
+  1366, // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD (HY000)
+  1367, // ER_ILLEGAL_VALUE_FOR_TYPE
+  1411, // ER_WRONG_VALUE_FOR_TYPE
+]);
+
+/** Constraint errors that SQLSTATE does not mark with class 23. */
+const CONSTRAINT_ERRNO = new Set([
+  3819, // ER_CHECK_CONSTRAINT_VIOLATED (MySQL, HY000)
+  4025, // ER_CONSTRAINT_FAILED (MariaDB CHECK)
+]);
+
+interface MysqlErrorFields {
+  errno?: unknown;
+  code?: unknown;
+  sqlState?: unknown;
+  fatal?: unknown;
+}
+
+function fieldsOf(error: unknown): MysqlErrorFields {
+  return typeof error === "object" && error !== null ? error : {};
+}
+
+function errnoOf(error: unknown): number | undefined {
+  const errno = fieldsOf(error).errno;
+  return typeof errno === "number" ? errno : undefined;
+}
+
+function sqlStateOf(error: unknown): string | undefined {
+  const state = fieldsOf(error).sqlState;
+  return typeof state === "string" ? state : undefined;
+}
+
+/**
+ * True when the error says the connection can no longer be trusted: mysql2 marks every such
+ * error `fatal` (the socket is closed and the connection refuses further commands). Such a
+ * connection must be destroyed, never released to the pool.
+ */
+export function isMysqlConnectionLoss(error: unknown): boolean {
+  if (error instanceof TransientStoreError && error.kind === "connection") return true;
+  const { fatal, code } = fieldsOf(error);
+  if (fatal === true) return true;
+  const errno = errnoOf(error);
+  if (errno !== undefined && CONNECTION_ERRNO.has(errno)) return true;
+  return typeof code === "string" && CONNECTION_CODE.has(code);
+}
+
+/** True for a lock wait timeout or deadlock, or anything else worth a whole-transaction retry. */
+export function isMysqlContention(error: unknown): boolean {
+  const errno = errnoOf(error);
+  return (errno !== undefined && CONTENTION.has(errno)) || sqlStateOf(error) === "40001";
+}
+
+/**
+ * Maps a mysql2 error to the library's error kinds, in one place: contention ->
+ * TransientStoreError, lost session -> TransientStoreError(connection), constraint errors from
+ * business SQL (1062 duplicate key, foreign keys, NOT NULL, CHECK) -> PermanentEventError
+ * `constraint_violation`, data errors (out of range, too long, bad value) -> PermanentEventError
+ * `invalid`, anything else unchanged (the pipeline retries unknown errors, then isolates the
+ * message). `duringCommit` turns a lost session into an unknown commit outcome.
+ */
+export function classifyMysqlError(error: unknown, duringCommit = false): unknown {
+  if (error instanceof InboxError) return error;
+  const errno = errnoOf(error);
+  const sqlState = sqlStateOf(error);
+  const code = fieldsOf(error).code;
+  const label = `MySQL ${errno ?? (typeof code === "string" ? code : "error")}`;
+  if (isMysqlConnectionLoss(error)) {
+    if (duringCommit) {
+      return new CommitOutcomeUnknownError(`connection lost during COMMIT: ${describeError(error)}`, { cause: error });
+    }
+    return new TransientStoreError(`MySQL connection lost: ${describeError(error)}`, { cause: error, kind: "connection" });
+  }
+  if (isMysqlContention(error)) {
+    return new TransientStoreError(`${label}: ${describeError(error)}`, { cause: error });
+  }
+  if ((sqlState?.startsWith("23") ?? false) || (errno !== undefined && CONSTRAINT_ERRNO.has(errno))) {
+    return new PermanentEventError("constraint_violation", `${label}: ${describeError(error)}`, { cause: error });
+  }
+  if ((sqlState?.startsWith("22") ?? false) || (errno !== undefined && DATA_ERRNO.has(errno))) {
+    return new PermanentEventError("invalid", `${label}: ${describeError(error)}`, { cause: error });
+  }
+  return error;
+}

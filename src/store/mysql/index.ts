@@ -1,0 +1,8 @@
+export {
+  MysqlStore, type MysqlStoreOptions, type MysqlConnectOptions, type MysqlConnection, type MysqlPool, type MysqlResultHeader, type MysqlValue,
+  type MysqlIsolationLevel,
+} from "./mysql-store.js";
+export { classifyMysqlError, isMysqlConnectionLoss, isMysqlContention } from "./classify-mysql-error.js";
+export {
+  mysqlMigrations, splitMysqlStatements, MYSQL_MAX_ID_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_FINGERPRINT_BYTES,
+} from "./migrations.js";
