@@ -22,7 +22,7 @@ const FORBIDDEN_KEYS = new Set(["__proto__"]);
  * (pg, better-sqlite3, hashing) turn every one into U+FFFD, so `"e-\ud800"` and `"e-\udc00"`
  * would become the same event id and the same fingerprint.
  */
-const LONE_SURROGATE = /\p{Cs}/u;
+export const LONE_SURROGATE = /\p{Cs}/u;
 
 /** Escapes control characters, so text quoted from the input stays printable and storable. */
 function escapeControls(text: string): string {

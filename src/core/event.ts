@@ -1,3 +1,4 @@
+import { LONE_SURROGATE } from "./decode.js";
 import { InvalidEventError } from "./errors.js";
 
 /** The identity of a business event within one handler's dedup scope (S1, S2). */
@@ -31,6 +32,8 @@ export function readId(body: Record<string, unknown>, field: string): string {
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(value)) throw new InvalidEventError(`${field} contains control characters`);
   if (value.trim() !== value) throw new InvalidEventError(`${field} has leading or trailing spaces`);
+  // A lone surrogate becomes U+FFFD in every driver: two distinct ids would collide.
+  if (LONE_SURROGATE.test(value)) throw new InvalidEventError(`${field} contains an unpaired UTF-16 surrogate`);
   return value;
 }
 
