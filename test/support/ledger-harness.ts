@@ -1,0 +1,107 @@
+import { afterEach, beforeEach } from "vitest";
+import {
+  BrokerClient, type CliBalance, type CliQuarantine, type ExitStatus, LedgerProcess, type LedgerProcessOptions, type LedgerTables,
+  cliBalances, cliQuarantine, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, randomQueueName, readLedgerTables,
+} from "../../examples/ledger/harness.js";
+import { createPgSchema, createSqliteFile } from "./databases.js";
+
+/**
+ * Per-test context for the ledger integration tests: a random work queue (and its
+ * `.quarantine`, `.retry.<n>` and `.balance-changed` exchange), a fresh PostgreSQL schema or SQLite file, a broker client, and teardown that
+ * kills every ledger process the test started and deletes its queues and database.
+ */
+
+export type LedgerDatabaseKind = "postgres" | "sqlite";
+export const LEDGER_DATABASES: readonly LedgerDatabaseKind[] = ["postgres", "sqlite"];
+
+export interface LedgerTestContext {
+  readonly kind: LedgerDatabaseKind;
+  readonly queue: string;
+  readonly quarantineQueue: string;
+  readonly databaseUrl: string;
+  readonly broker: BrokerClient;
+  /** Starts a ledger process on this test's queue and database. */
+  start(options?: Partial<LedgerProcessOptions>): Promise<LedgerProcess>;
+  /** Raw inbox, quarantine and account rows. */
+  tables(): Promise<LedgerTables>;
+  /** `npm run --silent ledger -- balances --json` and `... quarantine --json`, run concurrently. */
+  cli(): Promise<{ balances: CliBalance[]; quarantine: CliQuarantine[] }>;
+  /**
+   * Waits until no message is ready, then SIGTERMs each process (it drains in-flight work) and
+   * returns their exits.
+   */
+  stopWhenIdle(processes: readonly LedgerProcess[], timeoutMs?: number): Promise<ExitStatus[]>;
+  /** Work-queue depth (ready + unacked) once no process consumes it. */
+  depth(queue?: string): Promise<number>;
+}
+
+interface State {
+  queue: string;
+  databaseUrl: string;
+  broker: BrokerClient;
+  remove: () => Promise<void>;
+}
+
+/** Registers beforeEach/afterEach in the calling describe block and returns the live context. */
+export function useLedgerTest(kind: LedgerDatabaseKind): LedgerTestContext {
+  let state: State | undefined;
+  const current = (): State => {
+    if (!state) throw new Error("ledger test context used outside a test");
+    return state;
+  };
+
+  beforeEach(async () => {
+    const broker = await BrokerClient.connect();
+    const queue = randomQueueName();
+    if (kind === "postgres") {
+      const schema = await createPgSchema();
+      state = { queue, broker, databaseUrl: schema.url, remove: () => schema.drop() };
+    } else {
+      const file = await createSqliteFile();
+      state = { queue, broker, databaseUrl: file.file, remove: () => file.remove() };
+    }
+    await broker.declare(queue);
+  });
+
+  afterEach(async () => {
+    const s = state;
+    state = undefined;
+    await killAllLedgerProcesses();
+    if (!s) return;
+    await s.broker.deleteQueues(...ledgerQueueNames(s.queue));
+    await s.broker.deleteExchanges(...ledgerExchangeNames(s.queue));
+    await s.broker.close();
+    await s.remove();
+  });
+
+  return {
+    kind,
+    get queue() { return current().queue; },
+    get quarantineQueue() { return `${current().queue}.quarantine`; },
+    get databaseUrl() { return current().databaseUrl; },
+    get broker() { return current().broker; },
+    start: (options = {}) => LedgerProcess.start({ queue: current().queue, databaseUrl: current().databaseUrl, ...options }),
+    tables: () => readLedgerTables(current().databaseUrl),
+    async cli() {
+      const [balances, quarantine] = await Promise.all([cliBalances(current().databaseUrl), cliQuarantine(current().databaseUrl)]);
+      return { balances, quarantine };
+    },
+    async stopWhenIdle(processes, timeoutMs = 60_000) {
+      await current().broker.waitForNoReady(current().queue, { watch: processes, timeoutMs });
+      return Promise.all(processes.map((p) => p.stop()));
+    },
+    depth: (queue) => current().broker.depthWithoutConsumers(queue ?? current().queue),
+  };
+}
+
+/** A deterministic pseudo-random sequence (mulberry32), so a failing run can be replayed. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
