@@ -1,0 +1,14 @@
+import { sha256Hex } from "../core/fingerprint.js";
+import type { OutboxSource } from "../core/store.js";
+
+/**
+ * The AMQP `messageId` of the `position`-th message (0-based) published while handling one
+ * event: SHA-256 of (tenant, handler, event id, position), in hex. Stable across redeliveries
+ * and relay re-sends, so a downstream consumer that dedups by message id (a rabbit-inbox
+ * consumer keyed on `delivery.messageId`) applies a re-sent copy once. The `outbox/v1` tag keeps
+ * these ids apart from `ctx.idempotencyKey()` values, which hash the same event fields.
+ */
+export function outboxMessageId(source: OutboxSource, position: number): string {
+  if (!Number.isSafeInteger(position) || position < 0) throw new RangeError(`position must be a non-negative integer, got ${position}`);
+  return sha256Hex(JSON.stringify(["rabbit-inbox/outbox/v1", source.tenant, source.handler, source.eventId, position]));
+}

@@ -1,0 +1,406 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import type { ConfirmChannel } from "amqplib";
+import { InboxConfigError, describeError } from "../core/errors.js";
+import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
+import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement, OutboxSubscription } from "./outbox-store.js";
+import { RelaySession } from "./relay-session.js";
+import { Wakeup, delay } from "./wakeup.js";
+
+/** Where a test or a drill can stop a relay: `after-confirm` = published and confirmed, not yet marked sent. */
+export type RelayFaultPoint = "after-confirm";
+
+/** Called with the rows confirmed in a round, before they are marked sent. May throw, exit, or never resolve. */
+export type RelayHook = (point: RelayFaultPoint, rows: readonly OutboxRow[]) => Promise<void> | void;
+
+export interface OutboxRelayOptions {
+  /** AMQP URL. Its password is never logged. */
+  url: string;
+  /** The database holding the outbox (PostgresStore, SqliteStore). */
+  store: OutboxRelayStore;
+  /** Default: JSON lines on stderr. */
+  logger?: Logger;
+  /** Rows claimed and published per round. Default 100. */
+  batchSize?: number;
+  /** Publisher-confirm timeout of each publish, in ms. Default 10 000. */
+  publishTimeoutMs?: number;
+  /** Poll for due rows when no wake-up comes, in ms. Default 1000. */
+  pollIntervalMs?: number;
+  /** First retry delay of a row whose publish failed, in ms; doubles per attempt. Default 1000. */
+  retryBaseDelayMs?: number;
+  /** Cap on a row's retry delay, in ms. Default 60 000. */
+  retryMaxDelayMs?: number;
+  /** Reconnect backoff after a lost broker connection: first delay, in ms. Default 200. */
+  reconnectBaseDelayMs?: number;
+  /** Reconnect backoff cap, in ms. Default 10 000. */
+  reconnectMaxDelayMs?: number;
+  /**
+   * Lease on claimed rows where the store leases them (SQLite; PostgreSQL holds row locks
+   * instead). The relay starts no publish it could not finish within the lease.
+   * Default: the larger of 30 s and 3 x publishTimeoutMs.
+   */
+  leaseMs?: number;
+  /** Sent rows older than this are deleted, in ms. Default 24 h. */
+  sentRetentionMs?: number;
+  /** How often the cleanup of sent rows runs, in ms. Default 60 000; 0 turns cleanup off. */
+  cleanupIntervalMs?: number;
+  /** Rows deleted per cleanup statement (small batches keep locks short under load). Default 500. */
+  cleanupBatchSize?: number;
+  /** On stop(), keep publishing rows that are already due for up to this long, in ms. Default 5000. */
+  drainTimeoutMs?: number;
+  /** Wake on the store's cross-process notifications (PostgreSQL LISTEN). Default true. */
+  listen?: boolean;
+  /** Declares what the relay publishes to (exchanges...), on every new connection. */
+  topology?: (channel: ConfirmChannel) => Promise<void>;
+  /** Failure-window hook, for tests and drills. */
+  hook?: RelayHook;
+  /** Called for each row the broker confirmed (metrics). */
+  onPublished?: (row: OutboxRow) => void;
+  /** Names the relay in the broker's connection list and in leases. Default `<host>:<pid>:<random>`. */
+  name?: string;
+}
+
+/** What one round did. */
+export interface RelayRound {
+  claimed: number;
+  sent: number;
+  failed: number;
+}
+
+/** Failed attempts after which a row's failures are logged at error level: it needs a person. */
+const ATTEMPTS_BEFORE_ALARM = 10;
+/** Pause between cleanup statements, so a large purge never monopolizes the database. */
+const CLEANUP_PAUSE_MS = 20;
+
+/**
+ * Publishes pending outbox rows (S14): claims a batch (PostgreSQL `FOR UPDATE SKIP LOCKED`,
+ * SQLite a lease), publishes each row persistent with its message id, `mandatory` and a
+ * publisher confirm within a timeout, and marks rows sent only after their confirm. A relay that
+ * dies between a confirm and the mark publishes nothing twice concurrently; its rows are
+ * published again later with the same message id, which downstream consumers dedup.
+ * Rows sharing an ordering key go out one at a time, in order. Several relays may run at once.
+ */
+export class OutboxRelay {
+  readonly name: string;
+  private readonly options: OutboxRelayOptions;
+  private readonly store: OutboxRelayStore;
+  private readonly logger: Logger;
+  private readonly batchSize: number;
+  private readonly publishTimeoutMs: number;
+  private readonly pollIntervalMs: number;
+  private readonly leaseMs: number;
+  private readonly work = new Wakeup();
+  private state: "idle" | "running" | "stopping" | "stopped" = "idle";
+  private readonly stopRequested: Promise<void>;
+  private requestStop!: () => void;
+  private session: RelaySession | undefined;
+  private subscription: OutboxSubscription | undefined;
+  private unsubscribeSignal: (() => void) | undefined;
+  private loops: Promise<void> | undefined;
+  private stopping: Promise<void> | undefined;
+  private relistening = false;
+  private starting: Promise<void> | undefined;
+  private totals = { published: 0, failed: 0 };
+
+  constructor(options: OutboxRelayOptions) {
+    if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
+    if (!options.store || typeof options.store.claimOutbox !== "function") {
+      throw new InboxConfigError("store must support the outbox relay (claimOutbox), e.g. PostgresStore or SqliteStore");
+    }
+    this.options = options;
+    this.store = options.store;
+    this.logger = options.logger ?? createJsonLogger({ name: "outbox-relay" });
+    this.batchSize = positive("batchSize", options.batchSize ?? 100);
+    this.publishTimeoutMs = positive("publishTimeoutMs", options.publishTimeoutMs ?? 10_000);
+    this.pollIntervalMs = positive("pollIntervalMs", options.pollIntervalMs ?? 1000);
+    this.leaseMs = positive("leaseMs", options.leaseMs ?? Math.max(30_000, 3 * this.publishTimeoutMs));
+    if (this.leaseMs <= this.publishTimeoutMs) throw new InboxConfigError(`leaseMs (${this.leaseMs}) must be longer than publishTimeoutMs (${this.publishTimeoutMs})`);
+    this.name = options.name ?? `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+    this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
+  }
+
+  /** Rows confirmed and rows failed since start. */
+  get counts(): Readonly<{ published: number; failed: number }> {
+    return this.totals;
+  }
+
+  /**
+   * Connects to the broker (rejects if it cannot: fail fast at start, like the consumer), declares
+   * the topology, subscribes to wake-ups and starts publishing. Later losses reconnect with backoff.
+   */
+  async start(): Promise<void> {
+    if (this.state !== "idle") throw new InboxConfigError(`start() called on a relay that is ${this.state}`);
+    this.state = "running";
+    this.starting = this.startUp();
+    try {
+      await this.starting;
+    } catch (error) {
+      this.state = "stopped";
+      throw error;
+    }
+    this.logger.info("outbox relay started", { relay: this.name, store: this.store.dialect, listening: this.subscription !== undefined });
+  }
+
+  private async startUp(): Promise<void> {
+    this.session = await this.openSession();
+    this.unsubscribeSignal = this.store.outboxSignal.subscribe(() => this.work.wake());
+    if (this.options.listen ?? true) await this.listen();
+    this.loops = Promise.all([this.runPublishing(), this.runCleanup()]).then(() => undefined);
+  }
+
+  /** Publishes now instead of at the next poll (the store's signal calls this too). */
+  wake(): void {
+    this.work.wake();
+  }
+
+  /**
+   * Finishes the round in progress, publishes rows already due for up to `drainTimeoutMs` while
+   * the broker is reachable, then closes the subscription and the connection. Idempotent.
+   */
+  stop(): Promise<void> {
+    if (this.state === "idle") { this.state = "stopped"; return Promise.resolve(); }
+    this.stopping ??= this.shutdown();
+    return this.stopping;
+  }
+
+  private async shutdown(): Promise<void> {
+    this.state = "stopping";
+    this.requestStop();
+    this.work.wake();
+    // A start() still connecting: let it finish (its loops then end at once), or fail.
+    await this.starting?.catch(() => undefined);
+    await this.loops;
+    this.unsubscribeSignal?.();
+    await this.subscription?.close().catch(() => undefined);
+    this.subscription = undefined;
+    await this.session?.close();
+    this.session = undefined;
+    this.state = "stopped";
+    this.logger.info("outbox relay stopped", { relay: this.name, ...this.totals });
+  }
+
+  /**
+   * Deletes sent rows older than `sentRetentionMs`, `cleanupBatchSize` at a time with a short
+   * pause between statements; returns how many. Runs every `cleanupIntervalMs` by itself.
+   */
+  async cleanup(): Promise<number> {
+    const retention = this.options.sentRetentionMs ?? 24 * 3600_000;
+    const batch = positive("cleanupBatchSize", this.options.cleanupBatchSize ?? 500);
+    const before = new Date(Date.now() - retention);
+    let total = 0;
+    for (;;) {
+      const deleted = await this.store.cleanupOutbox(before, batch);
+      total += deleted;
+      if (deleted < batch || this.state === "stopping") break;
+      await delay(CLEANUP_PAUSE_MS, this.stopRequested);
+    }
+    if (total > 0) this.logger.info("outbox cleanup deleted sent rows", { relay: this.name, deleted: total, sentBefore: before.toISOString() });
+    return total;
+  }
+
+  /**
+   * One claim -> publish -> mark round. Public for tests and tools; the relay's loop calls it.
+   * Needs a live broker session (returns an empty round without one).
+   */
+  async runOnce(): Promise<RelayRound> {
+    const session = this.session;
+    if (!session?.isOpen) return { claimed: 0, sent: 0, failed: 0 };
+    const claim = await this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs });
+    if (!claim) return { claimed: 0, sent: 0, failed: 0 };
+    let settlement: OutboxSettlement = { sent: [], failed: [] };
+    try {
+      const { sent, failed } = await this.publishClaim(session, claim);
+      settlement = { sent: sent.map((r) => r.id), failed };
+      if (sent.length > 0 && this.options.hook) await this.options.hook("after-confirm", sent);
+    } finally {
+      try {
+        await claim.settle(settlement);
+      } catch (error) {
+        this.logger.warn("could not mark outbox rows; they will be published again (downstream dedups by message id)", {
+          relay: this.name, rows: settlement.sent.length + settlement.failed.length, error: describeError(error),
+        });
+      }
+    }
+    return { claimed: claim.rows.length, sent: settlement.sent.length, failed: settlement.failed.length };
+  }
+
+  private async publishClaim(session: RelaySession, claim: OutboxClaim): Promise<{ sent: OutboxRow[]; failed: Array<OutboxSettlement["failed"][number]> }> {
+    const sent: OutboxRow[] = [];
+    const failed: Array<OutboxSettlement["failed"][number]> = [];
+    const failures: Array<{ row: OutboxRow; error: string }> = [];
+    const publishOne = async (row: OutboxRow): Promise<boolean> => {
+      // Not attempted (stays due, no attempt counted): the session is gone, or the lease could end mid-publish.
+      if (!session.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return false;
+      try {
+        await session.publish(row);
+        sent.push(row);
+        this.totals.published++;
+        this.options.onPublished?.(row);
+        return true;
+      } catch (error) {
+        const text = describeError(error);
+        failed.push({ id: row.id, error: text.slice(0, 2000), retryDelayMs: this.retryDelay(row.attempts + 1) });
+        failures.push({ row, error: text });
+        this.totals.failed++;
+        return false;
+      }
+    };
+    // Unordered rows all go out at once (confirms pipeline); an ordering key's rows one after
+    // another, stopping at the first failure so that row N+1 never overtakes row N.
+    const chains: OutboxRow[][] = [];
+    const byKey = new Map<string, OutboxRow[]>();
+    for (const row of claim.rows) {
+      if (row.orderingKey === null) { chains.push([row]); continue; }
+      let chain = byKey.get(row.orderingKey);
+      if (!chain) { chain = []; byKey.set(row.orderingKey, chain); chains.push(chain); }
+      chain.push(row);
+    }
+    await Promise.all(chains.map(async (chain) => {
+      for (const row of chain) if (!(await publishOne(row))) return;
+    }));
+    if (failures.length > 0) this.logFailures(failures);
+    return { sent, failed };
+  }
+
+  private logFailures(failures: ReadonlyArray<{ row: OutboxRow; error: string }>): void {
+    const worst = Math.max(...failures.map((f) => f.row.attempts + 1));
+    const fields = {
+      relay: this.name, failed: failures.length, attempts: worst,
+      messages: failures.slice(0, 10).map((f) => ({ messageId: f.row.messageId, exchange: f.row.exchange, routingKey: f.row.routingKey, error: f.error.slice(0, 300) })),
+    };
+    if (worst >= ATTEMPTS_BEFORE_ALARM) this.logger.error("outbox messages keep failing to publish; they stay pending and are retried", fields);
+    else this.logger.warn("outbox publish failed; retrying later", fields);
+  }
+
+  private retryDelay(attempt: number): number {
+    const base = this.options.retryBaseDelayMs ?? 1000;
+    const max = this.options.retryMaxDelayMs ?? 60_000;
+    return Math.min(max, base * 2 ** Math.min(attempt - 1, 30));
+  }
+
+  private async runPublishing(): Promise<void> {
+    let reconnectAttempt = 0;
+    let databaseFailures = 0;
+    while (this.state === "running") {
+      if (!this.session?.isOpen) {
+        await this.session?.close();
+        this.session = undefined;
+        try {
+          this.session = await this.openSession();
+          if (reconnectAttempt > 0) this.logger.info("outbox relay reconnected to the broker", { relay: this.name, attempt: reconnectAttempt });
+          reconnectAttempt = 0;
+        } catch (error) {
+          reconnectAttempt++;
+          this.logger.warn("outbox relay cannot reach the broker; rows wait in the outbox", {
+            relay: this.name, attempt: reconnectAttempt, error: redactSecrets(describeError(error)),
+          });
+          // Wake-ups do not shorten this: a busy writer would otherwise hammer a broker that is down.
+          await delay(this.backoff(reconnectAttempt), this.stopRequested);
+          continue;
+        }
+      }
+      let round: RelayRound;
+      try {
+        round = await this.runOnce();
+        databaseFailures = 0;
+      } catch (error) {
+        databaseFailures++;
+        this.logger.warn("outbox relay cannot claim rows; retrying", { relay: this.name, attempt: databaseFailures, error: describeError(error) });
+        await delay(Math.min(30_000, this.pollIntervalMs * 2 ** Math.min(databaseFailures - 1, 5)), this.stopRequested);
+        continue;
+      }
+      // Something went out: there may be more. Otherwise sleep until a wake-up or the next poll.
+      if (round.sent > 0 && this.session?.isOpen) continue;
+      if (!this.session?.isOpen) continue;
+      await this.work.wait(this.pollIntervalMs);
+    }
+    await this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    const deadline = Date.now() + (this.options.drainTimeoutMs ?? 5000);
+    while (Date.now() < deadline && this.session?.isOpen) {
+      try {
+        const round = await this.runOnce();
+        if (round.sent === 0) return;
+      } catch (error) {
+        this.logger.warn("outbox relay could not drain; pending rows stay for the next relay", { relay: this.name, error: describeError(error) });
+        return;
+      }
+    }
+  }
+
+  private async runCleanup(): Promise<void> {
+    const interval = this.options.cleanupIntervalMs ?? 60_000;
+    if (interval <= 0) return;
+    while (this.state === "running") {
+      await delay(interval, this.stopRequested);
+      if (this.state !== "running") return;
+      try {
+        await this.cleanup();
+      } catch (error) {
+        this.logger.warn("outbox cleanup failed; it runs again later", { relay: this.name, error: describeError(error) });
+      }
+    }
+  }
+
+  private async listen(): Promise<void> {
+    if (!this.store.listenOutbox) return;
+    if (!(await this.tryListen())) void this.relisten();
+  }
+
+  private async tryListen(): Promise<boolean> {
+    try {
+      const subscription = await this.store.listenOutbox!(() => this.work.wake(), (error) => {
+        if (this.subscription !== subscription) return;
+        this.subscription = undefined;
+        if (this.state !== "running") return;
+        this.logger.warn("outbox notifications lost; polling until listening again", { relay: this.name, error: describeError(error) });
+        void this.relisten();
+      });
+      if (this.state !== "running") {
+        await subscription.close().catch(() => undefined);
+        return false;
+      }
+      this.subscription = subscription;
+      return true;
+    } catch (error) {
+      this.logger.warn("cannot listen for outbox notifications; polling", { relay: this.name, error: describeError(error) });
+      return false;
+    }
+  }
+
+  private async relisten(): Promise<void> {
+    if (this.relistening) return;
+    this.relistening = true;
+    try {
+      for (let attempt = 1; this.state === "running" && !this.subscription; attempt++) {
+        await delay(this.backoff(attempt), this.stopRequested);
+        if (this.state !== "running") return;
+        // Notifications sent while nobody listened are gone: look now.
+        if (await this.tryListen()) this.work.wake();
+      }
+    } finally {
+      this.relistening = false;
+    }
+  }
+
+  private backoff(attempt: number): number {
+    const base = this.options.reconnectBaseDelayMs ?? 200;
+    const max = this.options.reconnectMaxDelayMs ?? 10_000;
+    const ceiling = Math.min(max, base * 2 ** Math.min(attempt - 1, 30));
+    return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+  }
+
+  private openSession(): Promise<RelaySession> {
+    return RelaySession.open({
+      url: this.options.url, name: `rabbit-inbox outbox relay ${this.name}`, publishTimeoutMs: this.publishTimeoutMs,
+      logger: this.logger, topology: this.options.topology,
+    });
+  }
+}
+
+function positive(name: string, value: number): number {
+  if (!Number.isFinite(value) || value <= 0) throw new InboxConfigError(`${name} must be a positive number, got ${value}`);
+  return value;
+}

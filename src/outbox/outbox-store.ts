@@ -1,0 +1,68 @@
+import type { OutboxSignal } from "./outbox-signal.js";
+
+/** A pending outbox row, as a relay publishes it. */
+export interface OutboxRow {
+  id: number;
+  messageId: string;
+  exchange: string;
+  routingKey: string;
+  body: Buffer;
+  /** AMQP properties written with the row (contentType, headers, timestamp...). */
+  properties: Record<string, unknown>;
+  orderingKey: string | null;
+  /** Publish attempts before this one. */
+  attempts: number;
+}
+
+/** What a relay did with the rows of one claim. Rows in neither list stay pending, untouched. */
+export interface OutboxSettlement {
+  /** Confirmed by the broker (and routed): mark sent. */
+  sent: readonly number[];
+  /**
+   * Refused, unroutable, timed out or lost with the channel: count the attempt, retry in
+   * `retryDelayMs` (a delay rather than a time, so the database's clock decides).
+   */
+  failed: ReadonlyArray<{ id: number; error: string; retryDelayMs: number }>;
+}
+
+/**
+ * Rows a relay holds for publishing. On PostgreSQL the claim is an open transaction holding
+ * `FOR UPDATE SKIP LOCKED` row locks: another relay cannot take them while this one lives, and
+ * a relay that dies rolls back, so its rows are published again. On SQLite it is a lease.
+ */
+export interface OutboxClaim {
+  /** In outbox (id) order. Rows sharing an ordering key are a gap-free head of that key's queue. */
+  readonly rows: readonly OutboxRow[];
+  /**
+   * Epoch ms after which this claim may belong to another relay (a lease); Infinity when the
+   * database holds it for the claim's lifetime. A relay starts no publish it cannot finish by then.
+   */
+  readonly expiresAt: number;
+  /** Records the outcome and ends the claim. Call exactly once, even when nothing was published. */
+  settle(settlement: OutboxSettlement): Promise<void>;
+}
+
+/** A live LISTEN (or equivalent) subscription. */
+export interface OutboxSubscription {
+  close(): Promise<void>;
+}
+
+/** The database side of the relay. PostgresStore and SqliteStore implement it. */
+export interface OutboxRelayStore {
+  readonly dialect: string;
+  /** Fired in-process after a commit that wrote outbox rows. */
+  readonly outboxSignal: OutboxSignal;
+  /**
+   * Claims up to `limit` due, unsent rows that no other relay holds. Rows of an ordering key
+   * are returned only as the unbroken head of that key's unsent rows. `relayId` and `leaseMs`
+   * matter where the claim is a lease.
+   */
+  claimOutbox(options: { limit: number; relayId: string; leaseMs: number }): Promise<OutboxClaim | null>;
+  /** Deletes up to `limit` rows sent before `sentBefore`; returns how many. */
+  cleanupOutbox(sentBefore: Date, limit: number): Promise<number>;
+  /**
+   * Cross-process wake-up (PostgreSQL LISTEN). `onWake` runs when another session committed
+   * outbox rows; `onLost` when the subscription broke (the relay polls meanwhile, and listens again).
+   */
+  listenOutbox?(onWake: () => void, onLost: (error: Error) => void): Promise<OutboxSubscription>;
+}

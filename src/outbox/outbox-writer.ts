@@ -1,0 +1,125 @@
+import { randomUUID } from "node:crypto";
+import { InboxConfigError } from "../core/errors.js";
+import type { OutboxRecord, OutboxSource, StoreTransaction } from "../core/store.js";
+import { outboxMessageId } from "./message-id.js";
+import type { OutboxPublish, OutboxPublishOptions } from "./publish-options.js";
+
+/** AMQP short strings (exchange, routing key, property values) hold at most 255 bytes. */
+const SHORT_STRING_BYTES = 255;
+
+/**
+ * Collects the messages published during one event's handling (or one standalone transaction)
+ * and turns them into outbox rows. Nothing touches the database until the owner writes
+ * `seal()`'s records in the same transaction, so a rolled-back attempt leaves nothing behind.
+ */
+export class OutboxWriter {
+  private readonly records: OutboxRecord[] = [];
+  private sealed = false;
+
+  constructor(private readonly source: OutboxSource | null) {}
+
+  /** The `publish` handed to user code: validates at once, so the stack trace points at the call. */
+  readonly publish: OutboxPublish = (exchange, routingKey, body, options) => {
+    try {
+      return Promise.resolve(this.add(exchange, routingKey, body, options ?? {}));
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+  };
+
+  get size(): number {
+    return this.records.length;
+  }
+
+  /** Ends collection: a later publish (an un-awaited call that ran late) fails instead of being lost. */
+  seal(): readonly OutboxRecord[] {
+    this.sealed = true;
+    return this.records;
+  }
+
+  private add(exchange: string, routingKey: string, body: unknown, options: OutboxPublishOptions): string {
+    if (this.sealed) {
+      throw new InboxConfigError("publish() called after its transaction's work returned; await every publish inside the handler");
+    }
+    shortString("exchange", exchange, true);
+    shortString("routingKey", routingKey, true);
+    const { orderingKey, messageId: explicitId, ...amqp } = options;
+    if (orderingKey !== undefined) shortString("orderingKey", orderingKey, false);
+    if (explicitId !== undefined) shortString("messageId", explicitId, false);
+    const position = this.records.length;
+    const messageId = explicitId ?? (this.source ? outboxMessageId(this.source, position) : randomUUID());
+    const { bytes, json } = encodeBody(body);
+    const properties = encodeProperties(amqp, json);
+    this.records.push({
+      messageId, exchange, routingKey, body: bytes, properties,
+      orderingKey: orderingKey ?? null, source: this.source,
+    });
+    return messageId;
+  }
+}
+
+/** Writes the records of `writers`, in order, through the transaction's outbox capability. */
+export async function writeOutboxRecords<Tx>(tx: StoreTransaction<Tx>, writers: readonly OutboxWriter[], dialect: string): Promise<void> {
+  const records = writers.flatMap((w) => w.seal());
+  if (records.length === 0) return;
+  if (!tx.writeOutbox) {
+    throw new InboxConfigError(`the ${dialect} store has no transactional outbox (StoreTransaction.writeOutbox); publish() is not available with it`);
+  }
+  await tx.writeOutbox(records);
+}
+
+function shortString(name: string, value: unknown, emptyAllowed: boolean): void {
+  if (typeof value !== "string") throw new InboxConfigError(`publish: ${name} must be a string, got ${value === null ? "null" : typeof value}`);
+  if (!emptyAllowed && value.length === 0) throw new InboxConfigError(`publish: ${name} must not be empty`);
+  if (Buffer.byteLength(value) > SHORT_STRING_BYTES) throw new InboxConfigError(`publish: ${name} is longer than ${SHORT_STRING_BYTES} bytes`);
+  if (value.includes("\u0000")) throw new InboxConfigError(`publish: ${name} contains a NUL character`);
+}
+
+function encodeBody(body: unknown): { bytes: Buffer; json: boolean } {
+  if (Buffer.isBuffer(body)) return { bytes: body, json: false };
+  if (body instanceof Uint8Array) return { bytes: Buffer.from(body), json: false };
+  if (typeof body === "string") return { bytes: Buffer.from(body, "utf8"), json: false };
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(body);
+  } catch (cause) {
+    throw new InboxConfigError(`publish: the body cannot be serialized as JSON: ${(cause as Error).message}`, { cause });
+  }
+  if (text === undefined) throw new InboxConfigError(`publish: a ${typeof body} body cannot be serialized as JSON`);
+  return { bytes: Buffer.from(text, "utf8"), json: true };
+}
+
+function encodeProperties(options: Omit<OutboxPublishOptions, "orderingKey" | "messageId">, json: boolean): string {
+  const { expiration, priority, headers, ...strings } = options;
+  const properties: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(strings)) {
+    if (value === undefined) continue;
+    shortString(name, value, false);
+    properties[name] = value;
+  }
+  if (json && properties.contentType === undefined) properties.contentType = "application/json";
+  if (expiration !== undefined) {
+    const ms = Number(expiration);
+    if (!Number.isSafeInteger(ms) || ms < 0) throw new InboxConfigError(`publish: expiration must be a non-negative integer of milliseconds, got ${String(expiration)}`);
+    properties.expiration = String(ms);
+  }
+  if (priority !== undefined) {
+    if (!Number.isInteger(priority) || priority < 0 || priority > 255) throw new InboxConfigError(`publish: priority must be an integer from 0 to 255, got ${priority}`);
+    properties.priority = priority;
+  }
+  if (headers !== undefined) {
+    if (headers === null || typeof headers !== "object" || Array.isArray(headers)) throw new InboxConfigError("publish: headers must be an object");
+    properties.headers = headers;
+  }
+  // Seconds, fixed when the row is written, so every re-send carries the same timestamp.
+  properties.timestamp = Math.floor(Date.now() / 1000);
+  let text: string;
+  try {
+    text = JSON.stringify(properties);
+  } catch (cause) {
+    throw new InboxConfigError(`publish: headers must be JSON values: ${(cause as Error).message}`, { cause });
+  }
+  // PostgreSQL text and jsonb cannot hold U+0000.
+  if (text.includes("\\u0000")) throw new InboxConfigError("publish: a header contains a NUL character");
+  return text;
+}

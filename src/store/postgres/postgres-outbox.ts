@@ -1,0 +1,281 @@
+import { InboxConfigError } from "../../core/errors.js";
+import type { EventKey } from "../../core/event.js";
+import type { OutboxRecord } from "../../core/store.js";
+import { orderingKeysOf, sendableRows } from "../../outbox/ordered-claim.js";
+import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+import type { PgClient, PgPool } from "./postgres-store.js";
+
+/**
+ * The NOTIFY channel of every outbox; the payload is the schema of the table, so a relay only
+ * wakes for its own outbox.
+ */
+export const POSTGRES_OUTBOX_CHANNEL = "rabbit_inbox_outbox";
+
+/** A pool client that can LISTEN: pg's Client is an EventEmitter with these events too. */
+interface ListeningClient {
+  on(event: "notification", listener: (message: { channel: string; payload?: string }) => void): unknown;
+  on(event: "end", listener: () => void): unknown;
+  removeAllListeners(event: "notification" | "end"): unknown;
+}
+
+function canListen(client: PgClient): client is PgClient & ListeningClient {
+  return typeof (client as unknown as Partial<ListeningClient>).removeAllListeners === "function";
+}
+
+/**
+ * Checks a client out of the pool with an 'error' listener for as long as it is held: pg-pool
+ * removes its own on checkout, and a session lost between statements (while a relay publishes)
+ * would otherwise be an uncaught 'error' event. `release` destroys a client whose session broke.
+ */
+async function checkOut<C extends PgClient>(pool: PgPool<C>): Promise<{ client: C; release: (broken: boolean) => void }> {
+  let client: C;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    throw classifyPostgresError(error);
+  }
+  let lost = false;
+  const onError = () => { lost = true; };
+  client.on("error", onError);
+  let released = false;
+  return {
+    client,
+    release: (broken) => {
+      if (released) return;
+      released = true;
+      client.removeListener("error", onError);
+      client.release(broken || lost);
+    },
+  };
+}
+
+/** PostgreSQL text cannot hold U+0000 (22021); error texts come from brokers and sockets. */
+const withoutNul = (text: string) => text.replaceAll("\u0000", "");
+
+/**
+ * The outbox on PostgreSQL. Writes join the inbox transaction and NOTIFY in the same statement
+ * (delivered at COMMIT, never for a rollback). A relay's claim is a transaction holding the
+ * claimed rows `FOR UPDATE SKIP LOCKED` until it marks them: a second relay skips them, and a
+ * relay that dies rolls back, so its rows stay pending and go out again.
+ */
+export class PostgresOutbox<C extends PgClient> {
+  private readonly sql: ReturnType<typeof outboxStatements>;
+
+  constructor(
+    private readonly pool: PgPool<C>,
+    prefix: string,
+    tag: string,
+    /** The configured schema, or null to use the session's current_schema(). */
+    private readonly schema: string | null,
+  ) {
+    this.sql = outboxStatements(prefix, tag);
+  }
+
+  /** Inserts the records in order (ids follow the order); returns how many were new. */
+  async write(client: C, records: readonly OutboxRecord[]): Promise<number> {
+    if (records.length === 0) return 0;
+    const { rows } = await client.query({
+      name: this.sql.writeName, text: this.sql.write,
+      values: [
+        records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
+        records.map((r) => r.body), records.map((r) => r.properties), records.map((r) => r.orderingKey),
+        records.map((r) => r.source?.tenant ?? null), records.map((r) => r.source?.handler ?? null),
+        records.map((r) => r.source?.eventId ?? null), this.schema,
+      ],
+    });
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async resend(handler: string, keys: readonly EventKey[]): Promise<number> {
+    if (keys.length === 0) return 0;
+    const { rows } = await this.autocommit({
+      name: this.sql.resendName, text: this.sql.resend,
+      values: [handler, keys.map((k) => k.tenant), keys.map((k) => k.eventId), this.schema],
+    });
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async cleanup(sentBefore: Date, limit: number): Promise<number> {
+    const { rowCount } = await this.autocommit({ name: this.sql.cleanupName, text: this.sql.cleanup, values: [sentBefore, limit] });
+    return rowCount ?? 0;
+  }
+
+  async claim(limit: number): Promise<OutboxClaim | null> {
+    const { client, release } = await checkOut(this.pool);
+    let open = false;
+    let released = false;
+    const end = async (statement: "COMMIT" | "ROLLBACK", settle?: OutboxSettlement) => {
+      let broken = false;
+      try {
+        if (settle && settle.sent.length > 0) {
+          await client.query({ name: this.sql.markSentName, text: this.sql.markSent, values: [settle.sent] });
+        }
+        if (settle && settle.failed.length > 0) {
+          await client.query({
+            name: this.sql.markFailedName, text: this.sql.markFailed,
+            values: [settle.failed.map((f) => f.id), settle.failed.map((f) => withoutNul(f.error)), settle.failed.map((f) => Math.max(0, Math.round(f.retryDelayMs)))],
+          });
+        }
+        await client.query(statement);
+      } catch (error) {
+        broken = isPostgresConnectionLoss(error);
+        if (!broken) await client.query("ROLLBACK").catch(() => { broken = true; });
+        throw classifyPostgresError(error);
+      } finally {
+        released = true;
+        release(broken);
+      }
+    };
+    try {
+      await client.query("BEGIN");
+      open = true;
+      const found = await client.query({ name: this.sql.candidatesName, text: this.sql.candidates, values: [limit] });
+      let rows = found.rows.map(toRow);
+      const keys = orderingKeysOf(rows);
+      if (keys.length > 0) {
+        const maxId = Math.max(...rows.map((r) => r.id));
+        const unsent = await client.query({ name: this.sql.unsentOfKeysName, text: this.sql.unsentOfKeys, values: [keys, maxId] });
+        rows = sendableRows(rows, unsent.rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) })));
+      }
+      if (rows.length === 0) {
+        await end("COMMIT");
+        return null;
+      }
+      let settled = false;
+      return {
+        rows,
+        expiresAt: Infinity,
+        settle: async (settlement) => {
+          if (settled) throw new InboxConfigError("an outbox claim was settled twice");
+          settled = true;
+          await end("COMMIT", settlement);
+        },
+      };
+    } catch (error) {
+      if (!released) {
+        if (open && !isPostgresConnectionLoss(error)) await end("ROLLBACK").catch(() => undefined);
+        else release(isPostgresConnectionLoss(error));
+      }
+      throw classifyPostgresError(error);
+    }
+  }
+
+  async listen(onWake: () => void, onLost: (error: Error) => void): Promise<OutboxSubscription> {
+    const client = await this.pool.connect();
+    if (!canListen(client)) {
+      client.release();
+      throw new InboxConfigError("the pool's clients cannot LISTEN (no EventEmitter interface); the relay polls");
+    }
+    let closed = false;
+    const lost = (error: Error) => { if (close()) onLost(error); };
+    const close = () => {
+      if (closed) return false;
+      closed = true;
+      client.removeAllListeners("notification");
+      client.removeAllListeners("end");
+      client.removeListener("error", lost);
+      // A destroyed client can still emit 'error'; unhandled, that would crash the process.
+      client.on("error", () => undefined);
+      client.release(true);
+      return true;
+    };
+    client.on("error", lost);
+    client.on("end", () => lost(new Error("the LISTEN connection ended")));
+    try {
+      const current = (await client.query("SELECT coalesce(current_schema(), '') AS s")).rows[0]?.s;
+      const schema = this.schema ?? (typeof current === "string" ? current : "");
+      client.on("notification", (message) => {
+        if (message.channel === POSTGRES_OUTBOX_CHANNEL && (message.payload ?? "") === schema) onWake();
+      });
+      await client.query(`LISTEN ${POSTGRES_OUTBOX_CHANNEL}`);
+    } catch (error) {
+      close();
+      throw classifyPostgresError(error);
+    }
+    return { close: () => { close(); return Promise.resolve(); } };
+  }
+
+  private async autocommit(query: { name: string; text: string; values: unknown[] }) {
+    const { client, release } = await checkOut(this.pool);
+    let broken = false;
+    try {
+      return await client.query(query);
+    } catch (error) {
+      broken = isPostgresConnectionLoss(error);
+      throw classifyPostgresError(error);
+    } finally {
+      release(broken);
+    }
+  }
+}
+
+function toRow(r: Record<string, unknown>): OutboxRow {
+  return {
+    id: Number(r.id),
+    messageId: String(r.message_id),
+    exchange: String(r.exchange),
+    routingKey: String(r.routing_key),
+    body: r.body as Buffer,
+    properties: (r.properties ?? {}) as Record<string, unknown>,
+    orderingKey: (r.ordering_key as string | null) ?? null,
+    attempts: Number(r.attempts),
+  };
+}
+
+function outboxStatements(prefix: string, tag: string) {
+  const t = `${prefix}rabbit_inbox_outbox`;
+  // NOTIFY in the writing statement itself: no extra round trip, and delivered only at COMMIT.
+  const notify = (schemaParam: string) => `SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce(${schemaParam}::text, current_schema(), ''))`;
+  return {
+    writeName: `ri_outbox_write${tag}`,
+    write: `WITH ins AS (
+        INSERT INTO ${t} (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id)
+        SELECT m, e, k, b, p, o, st, sh, se
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[], $7::text[], $8::text[], $9::text[])
+          WITH ORDINALITY AS r(m, e, k, b, p, o, st, sh, se, ord)
+        ORDER BY ord
+        ON CONFLICT (message_id) DO NOTHING
+        RETURNING 1),
+      note AS (${notify("$10")} FROM (SELECT 1 FROM ins LIMIT 1) one)
+      SELECT (SELECT count(*) FROM ins)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
+    resendName: `ri_outbox_resend${tag}`,
+    // Rows a relay is publishing right now are locked: skipped, they are on their way.
+    resend: `WITH due AS (
+        UPDATE ${t} SET available_at = now()
+        WHERE id IN (
+          SELECT o.id FROM ${t} o
+          JOIN unnest($2::text[], $3::text[]) AS k(tenant, event_id) ON o.source_tenant = k.tenant AND o.source_event_id = k.event_id
+          WHERE o.source_handler = $1 AND o.sent_at IS NULL
+          FOR UPDATE OF o SKIP LOCKED)
+        RETURNING 1),
+      note AS (${notify("$4")} FROM (SELECT 1 FROM due LIMIT 1) one)
+      SELECT (SELECT count(*) FROM due)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
+    candidatesName: `ri_outbox_candidates${tag}`,
+    // A row whose ordering key has an earlier unsent row waiting for a retry is not a candidate:
+    // without this, a stuck head would fill every claim with rows that cannot go.
+    candidates: `SELECT o.id, o.message_id, o.exchange, o.routing_key, o.body, o.properties, o.ordering_key, o.attempts
+      FROM ${t} o
+      WHERE o.sent_at IS NULL AND o.available_at <= now()
+        AND (o.ordering_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM ${t} b
+          WHERE b.ordering_key = o.ordering_key AND b.sent_at IS NULL AND b.id < o.id AND b.available_at > now()))
+      ORDER BY o.id
+      LIMIT $1
+      FOR UPDATE OF o SKIP LOCKED`,
+    unsentOfKeysName: `ri_outbox_unsent_keys${tag}`,
+    unsentOfKeys: `SELECT id, ordering_key FROM ${t}
+      WHERE sent_at IS NULL AND ordering_key = ANY($1::text[]) AND id <= $2
+      ORDER BY id`,
+    markSentName: `ri_outbox_sent${tag}`,
+    markSent: `UPDATE ${t} SET sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL WHERE id = ANY($1::bigint[])`,
+    markFailedName: `ri_outbox_failed${tag}`,
+    markFailed: `UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
+        available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
+      FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, error, delay_ms)
+      WHERE o.id = f.id`,
+    cleanupName: `ri_outbox_cleanup${tag}`,
+    cleanup: `DELETE FROM ${t} WHERE id IN (
+        SELECT id FROM ${t} WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+  };
+}

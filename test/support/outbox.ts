@@ -1,0 +1,284 @@
+import { randomBytes } from "node:crypto";
+import { type Server, type Socket, connect, createServer } from "node:net";
+import amqp from "amqplib";
+import type { ChannelModel, ConsumeMessage } from "amqplib";
+import pg from "pg";
+import Database from "better-sqlite3";
+import { PostgresStore } from "../../src/store/postgres/index.js";
+import { SqliteStore } from "../../src/store/sqlite/index.js";
+import { amqpUrl } from "./broker.js";
+import { createPgSchema, createSqliteFile } from "./databases.js";
+
+/**
+ * Support for the outbox integration tests: a database per test (PostgreSQL schema or SQLite
+ * file) with the outbox table read by plain SQL, a tap that records what reaches an exchange,
+ * and a TCP proxy in front of the broker that a test can cut and restore.
+ */
+
+export type OutboxDatabaseKind = "postgres" | "sqlite";
+export const OUTBOX_DATABASES: readonly OutboxDatabaseKind[] = ["postgres", "sqlite"];
+
+/** An outbox row as the tests read it, independently of the store code under test. */
+export interface OutboxTableRow {
+  id: number;
+  message_id: string;
+  exchange: string;
+  ordering_key: string | null;
+  source_event_id: string | null;
+  sent: boolean;
+  attempts: number;
+  last_error: string | null;
+}
+
+export interface OutboxTestDatabase {
+  kind: OutboxDatabaseKind;
+  /** DATABASE_URL for child processes: a search_path URL or the SQLite file. */
+  url: string;
+  /** Opens another store on the same database (another "process"). */
+  open(): Promise<PostgresStore | SqliteStore>;
+  rows(): Promise<OutboxTableRow[]>;
+  /** Runs SQL directly (test setup such as "un-send" a row), with `?`-free literal text. */
+  exec(sql: string): Promise<void>;
+  remove(): Promise<void>;
+}
+
+const OUTBOX_ROWS_SQL = "SELECT id, message_id, exchange, ordering_key, source_event_id, sent_at IS NOT NULL AS sent, attempts, last_error FROM rabbit_inbox_outbox ORDER BY id";
+
+/** Plain-SQL access to the outbox table of a DATABASE_URL (postgres://... or an SQLite file). */
+export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "exec"> {
+  if (/^postgres(ql)?:\/\//i.test(url)) {
+    const query = async (sql: string): Promise<Array<Record<string, unknown>>> => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        return (await client.query<Record<string, unknown>>(sql)).rows;
+      } finally {
+        await client.end();
+      }
+    };
+    return {
+      rows: async () => (await query(OUTBOX_ROWS_SQL)).map(normalizeRow),
+      exec: async (sql) => { await query(sql); },
+    };
+  }
+  const withDb = <T>(work: (db: Database.Database) => T): T => {
+    const db = new Database(url, { timeout: 5000 });
+    try {
+      return work(db);
+    } finally {
+      db.close();
+    }
+  };
+  return {
+    rows: () => Promise.resolve(withDb((db) => (db.prepare(OUTBOX_ROWS_SQL).all() as Array<Record<string, unknown>>).map(normalizeRow))),
+    exec: (sql) => { withDb((db) => db.exec(sql)); return Promise.resolve(); },
+  };
+}
+
+export async function createOutboxDatabase(kind: OutboxDatabaseKind): Promise<OutboxTestDatabase> {
+  if (kind === "postgres") {
+    const schema = await createPgSchema();
+    return {
+      kind, url: schema.url, ...outboxTableAt(schema.url),
+      open: () => PostgresStore.connect(schema.url, { poolSize: 4 }),
+      remove: () => schema.drop(),
+    };
+  }
+  const file = await createSqliteFile();
+  return {
+    kind, url: file.file, ...outboxTableAt(file.file),
+    open: () => SqliteStore.open(file.file),
+    remove: () => file.remove(),
+  };
+}
+
+function normalizeRow(r: Record<string, unknown>): OutboxTableRow {
+  return {
+    id: Number(r.id), message_id: String(r.message_id), exchange: String(r.exchange),
+    ordering_key: (r.ordering_key as string | null) ?? null, source_event_id: (r.source_event_id as string | null) ?? null,
+    sent: Boolean(r.sent), attempts: Number(r.attempts), last_error: (r.last_error as string | null) ?? null,
+  };
+}
+
+export function randomExchangeName(prefix = "outbox.test"): string {
+  return `${prefix}.${randomBytes(4).toString("hex")}`;
+}
+
+/** A message as received by a tap. */
+export interface TappedMessage {
+  messageId: string | undefined;
+  body: Buffer;
+  json: unknown;
+  deliveryMode: number | undefined;
+  contentType: string | undefined;
+  headers: Record<string, unknown>;
+  timestamp: number | undefined;
+  receivedAt: number;
+}
+
+/**
+ * An exclusive queue bound to an exchange, recording every message that reaches it. The
+ * exchange is declared (fanout, durable) unless `declare` is false.
+ */
+export class ExchangeTap {
+  readonly messages: TappedMessage[] = [];
+  private channel: amqp.Channel | undefined;
+
+  private constructor(private readonly connection: ChannelModel, readonly queue: string, readonly exchange: string) {}
+
+  static async open(exchange: string, options: { declare?: boolean; type?: string; bindingKey?: string } = {}): Promise<ExchangeTap> {
+    const connection = await amqp.connect(amqpUrl);
+    connection.on("error", () => undefined);
+    const channel = await connection.createChannel();
+    channel.on("error", () => undefined);
+    if (options.declare ?? true) await channel.assertExchange(exchange, options.type ?? "fanout", { durable: true });
+    const { queue } = await channel.assertQueue("", { exclusive: true, autoDelete: true });
+    await channel.bindQueue(queue, exchange, options.bindingKey ?? "#");
+    const tap = new ExchangeTap(connection, queue, exchange);
+    tap.channel = channel;
+    await channel.consume(queue, (m: ConsumeMessage | null) => {
+      if (!m) return;
+      let json: unknown;
+      try { json = JSON.parse(m.content.toString("utf8")); } catch { json = undefined; }
+      tap.messages.push({
+        messageId: typeof m.properties.messageId === "string" ? m.properties.messageId : undefined,
+        body: m.content, json,
+        deliveryMode: typeof m.properties.deliveryMode === "number" ? m.properties.deliveryMode : undefined,
+        contentType: typeof m.properties.contentType === "string" ? m.properties.contentType : undefined,
+        headers: m.properties.headers ?? {},
+        timestamp: typeof m.properties.timestamp === "number" ? m.properties.timestamp : undefined,
+        receivedAt: Date.now(),
+      });
+    }, { noAck: true });
+    return tap;
+  }
+
+  /** Binds the tap's queue with another key (topic and direct exchanges). */
+  async bind(bindingKey: string): Promise<void> {
+    await this.channel!.bindQueue(this.queue, this.exchange, bindingKey);
+  }
+
+  /** How many times each message id arrived. */
+  countsById(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const m of this.messages) counts.set(m.messageId ?? "<none>", (counts.get(m.messageId ?? "<none>") ?? 0) + 1);
+    return counts;
+  }
+
+  async waitForCount(n: number, timeoutMs = 20_000): Promise<TappedMessage[]> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.messages.length < n) {
+      if (Date.now() > deadline) throw new Error(`tap on ${this.exchange}: ${this.messages.length} of ${n} messages after ${timeoutMs} ms`);
+      await sleep(20);
+    }
+    return this.messages;
+  }
+
+  /** Deletes the exchange too when asked. */
+  async close(options: { deleteExchange?: boolean } = {}): Promise<void> {
+    if (options.deleteExchange) {
+      const ch = await this.connection.createChannel().catch(() => undefined);
+      if (ch) {
+        ch.on("error", () => undefined);
+        await ch.deleteExchange(this.exchange).catch(() => undefined);
+      }
+    }
+    await this.connection.close().catch(() => undefined);
+  }
+}
+
+/** Declares exchanges (fanout, durable) on a short-lived connection. */
+export async function declareExchanges(...names: string[]): Promise<void> {
+  const connection = await amqp.connect(amqpUrl);
+  try {
+    const channel = await connection.createChannel();
+    for (const name of names) await channel.assertExchange(name, "fanout", { durable: true });
+  } finally {
+    await connection.close();
+  }
+}
+
+export async function deleteExchanges(...names: string[]): Promise<void> {
+  const connection = await amqp.connect(amqpUrl);
+  connection.on("error", () => undefined);
+  try {
+    for (const name of names) {
+      const channel = await connection.createChannel();
+      channel.on("error", () => undefined);
+      await channel.deleteExchange(name).catch(() => undefined);
+      await channel.close().catch(() => undefined);
+    }
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `check` until it returns something other than undefined. */
+export async function eventually<T>(check: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(25);
+  }
+}
+
+/**
+ * A TCP proxy in front of the broker (node:net). `stop()` resets every proxied connection and
+ * stops listening, as a broker that went away; `start()` listens again on the same port.
+ */
+export class BrokerProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  port = 0;
+
+  constructor(private readonly target = new URL(amqpUrl)) {}
+
+  /** The AMQP URL through the proxy. */
+  get url(): string {
+    const url = new URL(this.target.toString());
+    url.hostname = "127.0.0.1";
+    url.port = String(this.port);
+    return url.toString();
+  }
+
+  async start(): Promise<void> {
+    if (this.server) return;
+    const server = createServer((client) => {
+      const upstream = connect({ host: this.target.hostname || "127.0.0.1", port: Number(this.target.port || 5672) });
+      this.sockets.add(client);
+      this.sockets.add(upstream);
+      const drop = () => {
+        client.destroy();
+        upstream.destroy();
+        this.sockets.delete(client);
+        this.sockets.delete(upstream);
+      };
+      client.on("error", drop);
+      upstream.on("error", drop);
+      client.on("close", drop);
+      upstream.on("close", drop);
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(this.port, "127.0.0.1", () => resolve());
+    });
+    this.port = (server.address() as { port: number }).port;
+    this.server = server;
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const socket of this.sockets) socket.resetAndDestroy();
+    this.sockets.clear();
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
