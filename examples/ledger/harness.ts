@@ -516,6 +516,7 @@ export interface LedgerTables {
 }
 
 const isPostgresUrl = (url: string) => /^postgres(ql)?:\/\//i.test(url);
+const isMysqlUrl = (url: string) => /^(mysql|mariadb):\/\//i.test(url);
 
 const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
@@ -554,6 +555,7 @@ export async function readLedgerTables(databaseUrl: string): Promise<LedgerTable
       await client.end();
     }
   }
+  if (isMysqlUrl(databaseUrl)) return readMysqlLedgerTables(databaseUrl.replace(/^mariadb:/i, "mysql:"), inboxSql, quarantineSql);
   const { default: Database } = await import("better-sqlite3");
   const db = new Database(sqlitePathOf(databaseUrl), { fileMustExist: true, timeout: 10_000 });
   try {
@@ -564,5 +566,40 @@ export async function readLedgerTables(databaseUrl: string): Promise<LedgerTable
     return sorted({ inbox, quarantine, accounts });
   } finally {
     db.close();
+  }
+}
+
+/** MySQL/MariaDB text: the store's dedup key columns are VARBINARY, so mysql2 returns Buffers there. */
+function mysqlText(value: unknown): string {
+  return Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
+}
+
+function mysqlNullableText(value: unknown): string | null {
+  return value === null || value === undefined ? null : mysqlText(value);
+}
+
+async function readMysqlLedgerTables(databaseUrl: string, inboxSql: string, quarantineSql: string): Promise<LedgerTables> {
+  const { default: mysql } = await import("mysql2/promise");
+  const connection = await mysql.createConnection(databaseUrl);
+  type Rows = Array<Record<string, unknown>>;
+  const rows = async (sql: string) => (await connection.query(sql))[0] as Rows;
+  try {
+    const inbox = (await rows(inboxSql)).map((r) => ({
+      tenant: mysqlText(r.tenant), handler: mysqlText(r.handler), event_id: mysqlText(r.event_id), fingerprint: mysqlText(r.fingerprint),
+    }));
+    const quarantine = (await rows(quarantineSql)).map((r) => ({
+      handler: mysqlText(r.handler), tenant: mysqlNullableText(r.tenant), event_id: mysqlNullableText(r.event_id),
+      reason: mysqlText(r.reason), detail: mysqlText(r.detail),
+      fingerprint: mysqlNullableText(r.fingerprint), stored_fingerprint: mysqlNullableText(r.stored_fingerprint),
+      occurrences: Number(r.occurrences), queue: mysqlText(r.queue),
+      body: Buffer.isBuffer(r.body) ? r.body : Buffer.from(mysqlText(r.body), "utf8"),
+    }));
+    // BIGINT as text: mysql2 would return a JavaScript number that loses digits beyond 2^53.
+    const accounts = (await rows("SELECT tenant, account_id, CAST(balance_cents AS CHAR) AS b FROM ledger_accounts")).map((r) => ({
+      tenant: mysqlText(r.tenant), account_id: mysqlText(r.account_id), balance_cents: Number(mysqlText(r.b)),
+    }));
+    return sorted({ inbox, quarantine, accounts });
+  } finally {
+    await connection.end();
   }
 }

@@ -3,16 +3,22 @@ import {
   BrokerClient, type CliBalance, type CliQuarantine, type ExitStatus, LedgerProcess, type LedgerProcessOptions, type LedgerTables,
   cliBalances, cliQuarantine, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, randomQueueName, readLedgerTables,
 } from "../../examples/ledger/harness.js";
-import { createPgSchema, createSqliteFile } from "./databases.js";
+import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
 
 /**
  * Per-test context for the ledger integration tests: a random work queue (and its
- * `.quarantine`, `.retry.<n>` and `.balance-changed` exchange), a fresh PostgreSQL schema or SQLite file, a broker client, and teardown that
- * kills every ledger process the test started and deletes its queues and database.
+ * `.quarantine`, `.retry.<n>` and `.balance-changed` exchange), a fresh PostgreSQL schema, MySQL/MariaDB database or SQLite
+ * file, a broker client, and teardown that kills every ledger process the test started and deletes its queues and database.
  */
 
-export type LedgerDatabaseKind = "postgres" | "sqlite";
-export const LEDGER_DATABASES: readonly LedgerDatabaseKind[] = ["postgres", "sqlite"];
+export type LedgerDatabaseKind = "postgres" | "sqlite" | "mysql";
+/** Every database the ledger service runs on. */
+export const LEDGER_DATABASES: readonly LedgerDatabaseKind[] = ["postgres", "sqlite", "mysql"];
+/**
+ * The databases whose ledger has a transactional outbox (publishes `balance.changed`): the
+ * MySQL/MariaDB store has none yet, and its ledger declares no `.balance-changed` exchange.
+ */
+export const LEDGER_OUTBOX_DATABASES: readonly LedgerDatabaseKind[] = LEDGER_DATABASES.filter((kind) => kind !== "mysql");
 
 export interface LedgerTestContext {
   readonly kind: LedgerDatabaseKind;
@@ -56,6 +62,9 @@ export function useLedgerTest(kind: LedgerDatabaseKind): LedgerTestContext {
     if (kind === "postgres") {
       const schema = await createPgSchema();
       state = { queue, broker, databaseUrl: schema.url, remove: () => schema.drop() };
+    } else if (kind === "mysql") {
+      const database = await createMysqlDatabase();
+      state = { queue, broker, databaseUrl: database.url, remove: () => database.drop() };
     } else {
       const file = await createSqliteFile();
       state = { queue, broker, databaseUrl: file.file, remove: () => file.remove() };
