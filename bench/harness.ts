@@ -119,7 +119,7 @@ export async function runPlainConsumer(
         onMessage(channel, message).then(() => {
           latency.record(performance.now() - t0);
           if (++done === n) resolve();
-        }, (error: unknown) => { failure = error; reject(error as Error); });
+        }, (error: unknown) => { failure = error; reject(error instanceof Error ? error : new Error(String(error))); });
       }, { noAck: false });
     });
     await finished;

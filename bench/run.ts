@@ -119,8 +119,8 @@ async function openPostgres(): Promise<BenchDatabase> {
         client.release();
       }
     },
-    libraryStrict: () => ({ store, handler: strictHandler as InboxHandler<LedgerEvent, never>, concurrency: 10 }),
-    libraryBatched: () => ({ store, handler: ledgerHandler(postgresLedgerSql) as InboxHandler<LedgerEvent, never> }),
+    libraryStrict: () => ({ store, handler: strictHandler, concurrency: 10 }),
+    libraryBatched: () => ({ store, handler: ledgerHandler(postgresLedgerSql) }),
     async preloadDedupRows(rows) {
       // Time-ordered, realistic-looking ids spread over other handlers' and this handler's keys.
       await pool.query(`INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen)
@@ -179,8 +179,8 @@ async function openSqlite(): Promise<BenchDatabase> {
       }).immediate();
       return Promise.resolve();
     },
-    libraryStrict: () => ({ store, handler: strictHandler as InboxHandler<LedgerEvent, never>, concurrency: 1 }),
-    libraryBatched: () => ({ store, handler: ledgerHandler(sqliteLedgerSql) as InboxHandler<LedgerEvent, never> }),
+    libraryStrict: () => ({ store, handler: strictHandler, concurrency: 1 }),
+    libraryBatched: () => ({ store, handler: ledgerHandler(sqliteLedgerSql) }),
     preloadDedupRows(rows) {
       const ins = db.prepare("INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen) VALUES (?, 'ledger', ?, ?, 0)");
       const chunk = 100_000;

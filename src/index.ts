@@ -9,9 +9,18 @@ export { InboxPipeline, type IncomingMessage, type PipelineOptions, DEFAULT_QUAR
 export { type RetryPolicy, defaultRetryPolicy } from "./core/retry-policy.js";
 export { type DecodeLimits, defaultDecodeLimits, decodeJsonBody } from "./core/decode.js";
 export type { Store, StoreTransaction, InboxClaim, ClaimResult, QuarantineRecord, QuarantineEntry } from "./core/store.js";
+export type { OutboxRecord, OutboxSource } from "./core/store.js";
 export type { Migration } from "./store/migration.js";
 export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts } from "./amqp/inbox-consumer.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
 export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
 export { quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec } from "./amqp/topology.js";
 export { RETRY_ATTEMPT_HEADER } from "./amqp/inbox-consumer.js";
+export {
+  Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,
+  type OutboxClaim, type OutboxRelayStore, type OutboxRow, type OutboxSettlement, type OutboxSubscription, OutboxSignal,
+  outboxMessageId, type OutboxJsonValue, type OutboxPublish, type OutboxPublishOptions,
+} from "./outbox/index.js";
+export * from "./retention/index.js";
+export * from "./quarantine/index.js";
+export { type InboxOperations, type OperationsCapable, hasOperations } from "./store/operations.js";

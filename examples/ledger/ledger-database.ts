@@ -1,11 +1,11 @@
 import { mkdirSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { type InboxHandler, InboxConfigError, type Logger, type Store, redactSecrets } from "../../src/index.js";
+import { type InboxHandler, InboxConfigError, type Logger, type OutboxRelayStore, type Store, redactSecrets } from "../../src/index.js";
 import { MysqlStore } from "../../src/store/mysql/index.js";
 import { PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import type { LedgerEvent } from "./events.js";
-import { ledgerHandler } from "./ledger-handler.js";
+import { type LedgerHandlerOptions, ledgerHandler } from "./ledger-handler.js";
 import { mysqlLedgerSchema, mysqlLedgerSql } from "./ledger-mysql.js";
 import { postgresLedgerSchema, postgresLedgerSql } from "./ledger-postgres.js";
 import { sqliteLedgerSchema, sqliteLedgerSql } from "./ledger-sqlite.js";
@@ -24,6 +24,11 @@ export interface LedgerDatabase {
   handler: InboxHandler<LedgerEvent, unknown>;
   /** For logs: the dialect and where, without credentials. */
   description: string;
+  /**
+   * The outbox the relay publishes `balance.changed` from; absent where the store has no
+   * transactional outbox yet (MySQL/MariaDB), and then the handler publishes nothing.
+   */
+  outbox?: OutboxRelayStore;
   balances(): Promise<BalanceRow[]>;
   close(): Promise<void>;
 }
@@ -34,29 +39,35 @@ export interface LedgerDatabase {
  * (`sqlite:<path>`, `file:<path>` or a bare path; default ./data/ledger.sqlite). Creates the
  * inbox and ledger tables when missing.
  */
-export async function openLedgerDatabase(url: string | undefined, logger: Logger): Promise<LedgerDatabase> {
+export async function openLedgerDatabase(url: string | undefined, logger: Logger, handlerOptions: LedgerHandlerOptions = {}): Promise<LedgerDatabase> {
   const target = url?.trim() || DEFAULT_SQLITE_PATH;
-  if (/^postgres(ql)?:\/\//i.test(target)) return openPostgres(target, logger);
+  if (/^postgres(ql)?:\/\//i.test(target)) return openPostgres(target, logger, handlerOptions);
   if (/^(mysql|mariadb):\/\//i.test(target)) return openMysql(target.replace(/^mariadb:/i, "mysql:"), logger);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target) && !/^(sqlite|file):/i.test(target)) {
     throw new InboxConfigError(`DATABASE_URL ${redactSecrets(target)}: unsupported scheme (use postgres://, mysql:// or an SQLite path)`);
   }
-  return openSqlite(target.replace(/^(sqlite|file):(\/\/)?/i, ""), logger);
+  return openSqlite(target.replace(/^(sqlite|file):(\/\/)?/i, ""), logger, handlerOptions);
 }
 
-async function openPostgres(url: string, logger: Logger): Promise<LedgerDatabase> {
+async function openPostgres(url: string, logger: Logger, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
   const store = await PostgresStore.connect(url, { logger });
   try {
     await store.migrate();
-    await store.transaction(async (tx) => { await tx.handle.query(postgresLedgerSchema); });
+    await store.transaction(async (tx) => {
+      // CREATE TABLE IF NOT EXISTS is not safe against itself: two services starting on an empty
+      // database fail one with 23505 on pg_type (seen here). Serialize it, as migrate() does.
+      await tx.handle.query("SELECT pg_advisory_xact_lock(hashtext('rabbit_inbox_ledger_schema'))");
+      await tx.handle.query(postgresLedgerSchema);
+    });
   } catch (error) {
     await store.close();
     throw error;
   }
   return {
     store: store,
-    handler: ledgerHandler(postgresLedgerSql),
+    handler: ledgerHandler(postgresLedgerSql, handlerOptions),
     description: `postgres ${redactSecrets(url)}`,
+    outbox: store,
     async balances() {
       return store.transaction(async (tx) => {
         const { rows } = await tx.handle.query("SELECT tenant, account_id, balance_cents::text AS b FROM ledger_accounts ORDER BY tenant COLLATE \"C\", account_id COLLATE \"C\"");
@@ -85,7 +96,7 @@ async function openMysql(url: string, logger: Logger): Promise<LedgerDatabase> {
   }
   return {
     store,
-    handler: ledgerHandler(mysqlLedgerSql) as InboxHandler<LedgerEvent, unknown>,
+    handler: ledgerHandler(mysqlLedgerSql),
     description: `mysql ${redactSecrets(url)}`,
     async balances() {
       return store.transaction(async (tx) => {
@@ -97,7 +108,7 @@ async function openMysql(url: string, logger: Logger): Promise<LedgerDatabase> {
   };
 }
 
-async function openSqlite(path: string, logger: Logger): Promise<LedgerDatabase> {
+async function openSqlite(path: string, logger: Logger, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
   const file = resolve(path);
   mkdirSync(dirname(file), { recursive: true });
   const store = await SqliteStore.open(file, { logger });
@@ -105,8 +116,9 @@ async function openSqlite(path: string, logger: Logger): Promise<LedgerDatabase>
   await store.transaction(async (tx) => { tx.handle.exec(sqliteLedgerSchema); await Promise.resolve(); });
   return {
     store: store,
-    handler: ledgerHandler(sqliteLedgerSql),
+    handler: ledgerHandler(sqliteLedgerSql, handlerOptions),
     description: `sqlite ${file}`,
+    outbox: store,
     balances() {
       const rows = store.database
         .prepare("SELECT tenant, account_id, balance_cents FROM ledger_accounts ORDER BY tenant, account_id")

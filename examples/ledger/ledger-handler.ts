@@ -20,13 +20,32 @@ export interface LedgerSql<Tx> {
 
 const accountKey = (tenant: string, accountId: string) => JSON.stringify([tenant, accountId]);
 
+export interface LedgerHandlerOptions {
+  /**
+   * Publish a `balance.changed` message through the transactional outbox for every applied
+   * `balance.adjusted`, to this (fanout) exchange. The ledger service sets it to
+   * `<LEDGER_QUEUE>.balance-changed`. Default: none published.
+   */
+  balanceChangedExchange?: string;
+}
+
+/** The `balance.changed` message (MISSION.md): the balance right after the event was applied. */
+export interface BalanceChanged {
+  type: "balance.changed";
+  tenant: string;
+  account_id: string;
+  balance_cents: number;
+  caused_by: string;
+}
+
 /**
  * The ledger handler. Batched (default): lock the accounts a batch touches, replay its events in
  * delivery order in memory, then write each touched account once. A lone event takes the same
  * path. `account.opened` for an existing account is a no-op; adjusting an account that was
  * never opened is `account_missing`; a balance beyond ±2^53-1 cents is `invalid`.
  */
-export function ledgerHandler<Tx>(sql: LedgerSql<Tx>): InboxHandler<LedgerEvent, Tx> {
+export function ledgerHandler<Tx>(sql: LedgerSql<Tx>, options: LedgerHandlerOptions = {}): InboxHandler<LedgerEvent, Tx> {
+  const exchange = options.balanceChangedExchange;
   return {
     name: LEDGER_HANDLER,
     parse: (body) => parseLedgerEvent(body),
@@ -38,7 +57,8 @@ export function ledgerHandler<Tx>(sql: LedgerSql<Tx>): InboxHandler<LedgerEvent,
       const created = new Map<string, AccountRow>();
       const touched = new Set<string>();
       const rejections: BatchRejection[] = [];
-      items.forEach(({ event }, index) => {
+      const changes: Array<{ publish: (typeof items)[number]["ctx"]["publish"]; message: BalanceChanged }> = [];
+      items.forEach(({ event, ctx }, index) => {
         const k = accountKey(event.tenant, event.accountId);
         const row = existing.get(k) ?? created.get(k);
         if (event.type === "account.opened") {
@@ -56,9 +76,17 @@ export function ledgerHandler<Tx>(sql: LedgerSql<Tx>): InboxHandler<LedgerEvent,
         }
         row.balanceCents = next;
         if (existing.has(k)) touched.add(k);
+        // The balance right after this event, replayed in delivery order (S14: via the outbox).
+        if (exchange !== undefined) changes.push({
+          publish: ctx.publish,
+          message: { type: "balance.changed", tenant: event.tenant, account_id: event.accountId, balance_cents: Number(next), caused_by: event.eventId },
+        });
       });
       if (rejections.length > 0) return rejections;
       await sql.writeAccounts(tx, [...created.values()], [...touched].map((k) => existing.get(k)!));
+      if (exchange === undefined) return;
+      // One ordering key per account: its balance.changed messages go out in balance order.
+      for (const c of changes) await c.publish(exchange, "", c.message, { orderingKey: accountKey(c.message.tenant, c.message.account_id) });
     },
   };
 }

@@ -1,5 +1,9 @@
 /**
- * The ledger service: consumes LEDGER_QUEUE and applies each event once (MISSION.md).
+ * The ledger service: consumes LEDGER_QUEUE and applies each event once (MISSION.md). For every
+ * applied `balance.adjusted` it publishes, through the transactional outbox, a persistent
+ * `balance.changed` JSON message to the durable fanout exchange `<LEDGER_QUEUE>.balance-changed`
+ * (declared at start) with a message id that is the same on every re-send; the outbox relay
+ * runs in this process.
  *   AMQP_URL            default amqp://guest:guest@127.0.0.1:5672
  *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... also accepted
  *   LEDGER_QUEUE        default ledger.events
@@ -9,7 +13,7 @@
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
-import { InboxConsumer, createJsonLogger, describeError, faultInjection, parseFaultSpec, redactSecrets } from "../../src/index.js";
+import { InboxConsumer, OutboxRelay, createJsonLogger, describeError, faultInjection, parseFaultSpec, redactSecrets } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 
 const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
@@ -33,7 +37,17 @@ async function main(): Promise<void> {
   const queueType = process.env.LEDGER_QUEUE_TYPE || "classic";
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
 
-  const db = await openLedgerDatabase(process.env.DATABASE_URL, logger);
+  const balanceChangedExchange = `${queue}.balance-changed`;
+  const db = await openLedgerDatabase(process.env.DATABASE_URL, logger, { balanceChangedExchange });
+  const relay = db.outbox
+    ? new OutboxRelay({
+      url: amqpUrl, store: db.outbox, logger,
+      topology: async (channel) => { await channel.assertExchange(balanceChangedExchange, "fanout", { durable: true }); },
+      // Unroutable (nobody bound yet) or refused messages are retried soon, and never dropped.
+      retryBaseDelayMs: 250, retryMaxDelayMs: 5000,
+    })
+    : undefined;
+  if (!relay) logger.warn("this database has no transactional outbox yet: balance.changed is not published", { database: db.description });
   const consumer = new InboxConsumer({
     url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch,
     ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : {}),
@@ -44,7 +58,9 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info("draining before exit", { signal });
+    // The consumer first, so the relay's drain also sends what the last batches committed.
     consumer.stop()
+      .then(() => relay?.stop())
       .then(() => db.close())
       .then(() => process.exit(0))
       .catch((error: unknown) => {
@@ -54,6 +70,8 @@ async function main(): Promise<void> {
   };
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
+  // The relay first: the exchange exists before the first event is consumed.
+  await relay?.start();
   await consumer.start();
   console.log(`ledger: consuming ${queue} from ${redactSecrets(amqpUrl)} into ${db.description}${fault ? ` (fault ${faultText})` : ""}`);
 }

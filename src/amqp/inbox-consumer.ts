@@ -28,7 +28,11 @@ export interface InboxConsumerOptions<E, Tx> {
    * waiting, so latency stays low at low load.
    */
   batchSize?: number;
-  /** Transactions in flight at once. Default: the store's `maxConcurrentTransactions`. */
+  /**
+   * Transactions in flight at once. Default 1, which applies deliveries in queue order (an
+   * `account.opened` before the adjustment that follows it). Raise it only when the handler does
+   * not depend on order; it is capped by the store's `maxConcurrentTransactions` (SQLite: 1).
+   */
   concurrency?: number;
   /** Quarantine queue. Default `<queue>.quarantine`. */
   quarantineQueue?: string;
@@ -62,6 +66,11 @@ export interface InboxConsumerOptions<E, Tx> {
   retry?: PipelineOptions<E, Tx>["retry"];
   decodeLimits?: PipelineOptions<E, Tx>["decodeLimits"];
   quarantineBodyCap?: number;
+  /**
+   * Where the stale fence (S13) reads an event's time: the AMQP `timestamp` property (default),
+   * else `eventTimeField` of the body. See docs/operations.md.
+   */
+  staleFence?: PipelineOptions<E, Tx>["staleFence"];
   /** Failure-window hook (fault injection, tests, drills). */
   hook?: PipelineHook;
   /**
@@ -128,7 +137,7 @@ export class InboxConsumer<E, Tx> {
     this.options = { ...options, prefetch };
     this.logger = options.logger ?? createJsonLogger();
     this.batchSize = batchSize;
-    this.concurrency = options.concurrency ?? options.store.maxConcurrentTransactions;
+    this.concurrency = Math.min(options.concurrency ?? 1, options.store.maxConcurrentTransactions);
     this.quarantineQueue = options.quarantineQueue ?? `${options.queue}.quarantine`;
     this.requeueDelay = options.requeueDelayMs ?? 1000;
     this.retryDelays = options.retryDelaysMs ?? [1000, 10_000, 60_000];
@@ -140,6 +149,7 @@ export class InboxConsumer<E, Tx> {
       ...(options.retry ? { retry: options.retry } : {}),
       ...(options.decodeLimits ? { decodeLimits: options.decodeLimits } : {}),
       ...(options.quarantineBodyCap !== undefined ? { quarantineBodyCap: options.quarantineBodyCap } : {}),
+      ...(options.staleFence ? { staleFence: options.staleFence } : {}),
       ...(options.hook ? { hook: options.hook } : {}),
       ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
       canDelayRetry: (delivery) => retryAttemptOf(delivery.headers) < this.retryDelays.length,

@@ -1,3 +1,4 @@
+import type { OutboxPublish } from "../outbox/publish-options.js";
 import type { EventKey, ParsedEvent } from "./event.js";
 
 /** What the pipeline knows about the delivery an event arrived in. Broker-neutral. */
@@ -26,6 +27,15 @@ export interface HandlerContext<Tx> {
    * Idempotency-Key of a payment API, for example.
    */
   idempotencyKey(name?: string): string;
+  /**
+   * Publishes a message through the transactional outbox (S14): the message is written in this
+   * transaction, with the inbox record and the business update, and the outbox relay publishes
+   * it after COMMIT (persistent, publisher confirms, `mandatory`). A rollback leaves nothing;
+   * a duplicate of this event produces nothing again. The message id is derived from
+   * (tenant, handler, event id, position of this publish within the event's handling), so a
+   * copy the relay re-sends carries the same id. Await it; resolves to the message id.
+   */
+  publish: OutboxPublish;
 }
 
 /** One event of a batch, as given to `handleBatch`. */

@@ -8,6 +8,8 @@ import type { Logger } from "./logger.js";
 import type { Outcome } from "./outcome.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
 import type { QuarantineRecord, Store, StoreTransaction } from "./store.js";
+import { type StaleFenceOptions, eventTimeOf } from "../retention/event-time.js";
+import { OutboxWriter, writeOutboxRecords } from "../outbox/outbox-writer.js";
 
 /** A message as the pipeline sees it: bytes plus broker-neutral delivery facts. */
 export interface IncomingMessage {
@@ -41,6 +43,11 @@ export interface PipelineOptions<E, Tx> {
    * quarantined as `retries_exhausted`.
    */
   canDelayRetry?: (delivery: DeliveryInfo) => boolean;
+  /**
+   * Where the stale fence (S13) reads an event's time: the AMQP `timestamp` property, else this
+   * body field. Default: the AMQP timestamp only; an event without one is never stale.
+   */
+  staleFence?: StaleFenceOptions;
 }
 
 export const DEFAULT_MAX_DELIVERIES = 10;
@@ -76,6 +83,9 @@ export class InboxPipeline<E, Tx> {
   private readonly hook: PipelineHook | undefined;
   private readonly maxDeliveries: number;
   private readonly canDelayRetry: ((delivery: DeliveryInfo) => boolean) | undefined;
+  private readonly staleFence: StaleFenceOptions | undefined;
+  /** Each message's event time, when it has one: read by its claim and its quarantine row. */
+  private readonly eventTimes = new WeakMap<IncomingMessage, Date>();
 
   constructor(options: PipelineOptions<E, Tx>) {
     const { handler } = options;
@@ -95,6 +105,7 @@ export class InboxPipeline<E, Tx> {
     this.hook = options.hook;
     this.maxDeliveries = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES;
     this.canDelayRetry = options.canDelayRetry;
+    this.staleFence = options.staleFence;
   }
 
   /** Decides and commits the outcome of every message; outcomes are in input order. */
@@ -112,6 +123,8 @@ export class InboxPipeline<E, Tx> {
         ? this.handler.parse(body, message.delivery)
         : { key: defaultEventKey(body), event: body as E };
       key = parsed.key;
+      const eventTime = eventTimeOf(message.delivery, body, this.staleFence);
+      if (eventTime) this.eventTimes.set(message, eventTime);
       const source = parsed.fingerprintSource ?? body;
       fingerprint = this.handler.fingerprint ? this.handler.fingerprint(source) : fingerprintOf(source);
       const poison = (message.delivery.deliveryCount ?? 0) >= this.maxDeliveries;
@@ -137,6 +150,7 @@ export class InboxPipeline<E, Tx> {
           this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,
         );
         if (this.hook) await this.hook("after-commit", hookKeys);
+        await this.resendPendingOutbox(outcomes);
         return outcomes;
       } catch (error) {
         if (error instanceof RerunWithout) {
@@ -152,7 +166,7 @@ export class InboxPipeline<E, Tx> {
           });
           return prepared.map((p) => ({ kind: "requeue", key: p.key, error }));
         }
-        if (kind === "permanent" || kind === "config") {
+        if (kind === "permanent") {
           if (multiple) return this.processOneByOne(messages, prepared);
           const only = prepared[0]!;
           if (!only.ok || rejected.has(only.index)) return this.quarantineExhausted(messages[0]!, only, error, attempt);
@@ -244,16 +258,21 @@ export class InboxPipeline<E, Tx> {
     // Claim in key order so that concurrent batches take the unique-index locks in one order.
     const toClaim = [...leaders.values()].filter((p) => !rejected.has(p.index));
     toClaim.sort((a, b) => (a.keyString < b.keyString ? -1 : a.keyString > b.keyString ? 1 : 0));
-    const claims = toClaim.length === 0 ? [] : await tx.claim(this.handlerName, toClaim.map((p) => ({ key: p.key, fingerprint: p.fingerprint })));
+    const claims = toClaim.length === 0 ? [] : await tx.claim(this.handlerName, toClaim.map((p) => ({ key: p.key, fingerprint: p.fingerprint, eventTime: this.eventTimes.get(messages[p.index]!) })));
 
     // What each key's fingerprint is once this transaction commits; undefined if not claimed.
     const settledFingerprint = new Map<string, string>();
+    // Keys refused by the stale fence, with the purge horizon that refused them.
+    const staleHorizon = new Map<string, Date>();
     const toApply: Ready<E>[] = [];
     toClaim.forEach((p, i) => {
       const claim = claims[i]!;
       if (claim.status === "claimed") {
         settledFingerprint.set(p.keyString, p.fingerprint);
         toApply.push(p);
+      } else if (claim.status === "stale") {
+        staleHorizon.set(p.keyString, claim.horizon);
+        outcomes[p.index] = this.staleOutcome(messages[p.index]!, p, claim.horizon, quarantine);
       } else {
         settledFingerprint.set(p.keyString, claim.fingerprint);
         outcomes[p.index] = this.compare(messages[p.index]!, p, claim.fingerprint, quarantine);
@@ -272,8 +291,12 @@ export class InboxPipeline<E, Tx> {
     }
 
     if (toApply.length > 0) {
-      const rejections = await this.runHandler(tx, messages, toApply);
+      // Outbox rows (ctx.publish) are collected per event and written in this transaction once
+      // the handler accepted the batch; a refused or failed attempt leaves none behind (S14).
+      const outbox = toApply.map((p) => new OutboxWriter({ tenant: p.key.tenant, handler: this.handlerName, eventId: p.key.eventId }));
+      const rejections = await this.runHandler(tx, messages, toApply, outbox);
       if (rejections.length > 0) throw new RerunWithout(rejections);
+      await writeOutboxRecords(tx, outbox, this.store.dialect);
       for (const p of toApply) outcomes[p.index] = { kind: "applied", key: p.key };
     }
 
@@ -286,8 +309,11 @@ export class InboxPipeline<E, Tx> {
 
     for (const p of followers) {
       const stored = settledFingerprint.get(p.keyString);
+      const horizon = staleHorizon.get(p.keyString);
       if (stored !== undefined) {
         outcomes[p.index] = this.compare(messages[p.index]!, p, stored, quarantine);
+      } else if (horizon !== undefined) {
+        outcomes[p.index] = this.staleOutcome(messages[p.index]!, p, horizon, quarantine);
       } else {
         const leaderRejection = rejected.get(leaders.get(p.keyString)!.index)!;
         const record = this.quarantineRecord(messages[p.index]!, p.key, leaderRejection.reason, leaderRejection.detail, p.fingerprint, null);
@@ -317,8 +343,22 @@ export class InboxPipeline<E, Tx> {
     return { kind: "quarantined", key: p.key, reason: "conflict", detail, record };
   }
 
-  private async runHandler(tx: StoreTransaction<Tx>, messages: readonly IncomingMessage[], toApply: Ready<E>[]): Promise<BatchRejection[]> {
-    const items: BatchItem<E, Tx>[] = toApply.map((p) => ({ event: p.event, ctx: this.context(tx.handle, p.key, messages[p.index]!.delivery) }));
+  /** S13: the event is older than the purge horizon and unknown to the dedup table; never applied blindly. */
+  private staleOutcome(message: IncomingMessage, p: Ready<E>, horizon: Date, quarantine: QuarantineRecord[]): Outcome {
+    const eventTime = this.eventTimes.get(message);
+    const detail = `event ${p.key.eventId} of tenant ${p.key.tenant} has event time ${eventTime?.toISOString() ?? "?"}, at or before the purge horizon ${horizon.toISOString()}, and no dedup record: it may have been applied and purged, so it is not applied blindly`;
+    this.logger.warn("stale event: older than the purge horizon and not in the dedup table; quarantined, not applied", {
+      handler: this.handlerName, tenant: p.key.tenant, eventId: p.key.eventId, eventTime: eventTime?.toISOString(), horizon: horizon.toISOString(),
+    });
+    const record = this.quarantineRecord(message, p.key, "stale", detail, p.fingerprint, null);
+    quarantine.push(record);
+    return { kind: "quarantined", key: p.key, reason: "stale", detail, record };
+  }
+
+  private async runHandler(
+    tx: StoreTransaction<Tx>, messages: readonly IncomingMessage[], toApply: Ready<E>[], outbox: readonly OutboxWriter[],
+  ): Promise<BatchRejection[]> {
+    const items: BatchItem<E, Tx>[] = toApply.map((p, i) => ({ event: p.event, ctx: this.context(tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!) }));
     // A lone event goes through handle() when the handler has both: fewer statements in strict mode.
     if (this.handler.handleBatch && !(this.handler.handle && items.length === 1)) {
       const refused = (await this.handler.handleBatch(items, tx.handle)) ?? [];
@@ -341,12 +381,35 @@ export class InboxPipeline<E, Tx> {
     return [];
   }
 
-  private context(tx: Tx, key: EventKey, delivery: DeliveryInfo): HandlerContext<Tx> {
+  private context(tx: Tx, key: EventKey, delivery: DeliveryInfo, outbox: OutboxWriter): HandlerContext<Tx> {
     const handler = this.handlerName;
     return {
       tx, key, handler, delivery,
       idempotencyKey: (name = "") => sha256Hex(JSON.stringify([key.tenant, handler, key.eventId, name])),
+      publish: outbox.publish,
     };
+  }
+
+  /**
+   * S14: a duplicate's handler never runs again, but what its first run wrote to the outbox may
+   * still be unsent (relay down, broker unreachable, retries backing off): make those rows due
+   * now and wake the relays. Best effort, after COMMIT: the relays' polling covers a failure.
+   */
+  private async resendPendingOutbox(outcomes: readonly Outcome[]): Promise<void> {
+    if (!this.store.resendOutbox) return;
+    const keys = new Map<string, EventKey>();
+    for (const o of outcomes) if (o.kind === "duplicate") keys.set(eventKeyString(o.key), o.key);
+    if (keys.size === 0) return;
+    try {
+      const due = await this.store.resendOutbox(this.handlerName, [...keys.values()]);
+      if (due > 0) {
+        this.logger.info("duplicates had unsent outbox messages; the relay was nudged", { handler: this.handlerName, duplicates: keys.size, messages: due });
+      }
+    } catch (error) {
+      this.logger.warn("could not nudge the outbox relay for duplicates; it finds the rows at its next poll", {
+        handler: this.handlerName, error: describeError(error),
+      });
+    }
   }
 
   private quarantineRecord(
@@ -355,12 +418,14 @@ export class InboxPipeline<E, Tx> {
   ): QuarantineRecord {
     const truncated = message.body.length > this.bodyCap;
     return {
-      handler: this.handlerName, key, reason, detail, fingerprint, storedFingerprint,
+      // A NUL (from a handler's message, say) cannot be stored in PostgreSQL text.
+      handler: this.handlerName, key, reason, detail: detail.replaceAll("\u0000", "\\u0000"), fingerprint, storedFingerprint,
       bodySha256: sha256Hex(message.body),
       body: truncated ? message.body.subarray(0, this.bodyCap) : message.body,
       bodyTruncated: truncated,
       properties: message.describeProperties(),
       queue: message.delivery.queue,
+      eventTime: this.eventTimes.get(message) ?? message.delivery.timestamp ?? null,
     };
   }
 }

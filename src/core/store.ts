@@ -4,13 +4,25 @@ import type { EventKey } from "./event.js";
 export interface InboxClaim {
   key: EventKey;
   fingerprint: string;
+  /**
+   * The event's own time (AMQP `timestamp`, or a configured body field), for the stale fence
+   * (S13): a key the store does not find, whose event time is at or before the handler's purge
+   * horizon, is refused as `stale`, since its dedup record may have been purged. Undefined: the
+   * event is taken as first seen now, and is never stale.
+   */
+  eventTime?: Date | undefined;
 }
 
 /** Result of claiming one key inside a transaction. */
 export type ClaimResult =
   | { status: "claimed" }
   /** A row already existed (committed by an earlier transaction) with this fingerprint. */
-  | { status: "exists"; fingerprint: string };
+  | { status: "exists"; fingerprint: string }
+  /**
+   * No row, and the claim's event time is at or before the purge horizon: the event can no longer
+   * be told apart from one whose record was purged. Nothing was inserted. Quarantine it as `stale`.
+   */
+  | { status: "stale"; horizon: Date };
 
 /** A quarantine row, written in the same transaction as the decision to quarantine. */
 export interface QuarantineRecord {
@@ -31,6 +43,8 @@ export interface QuarantineRecord {
   /** AMQP properties and headers, as JSON text, for the operator. */
   properties: string;
   queue: string;
+  /** The event's own time, when known: cleanup keeps the records an entry's replay needs (S13). */
+  eventTime?: Date | null;
 }
 
 export interface QuarantineEntry {
@@ -49,6 +63,31 @@ export interface QuarantineEntry {
   lastSeen: Date;
 }
 
+/** The event whose handling produced an outbox message (S14). */
+export interface OutboxSource {
+  tenant: string;
+  handler: string;
+  eventId: string;
+}
+
+/**
+ * One outgoing message, written to the outbox in the same transaction as the inbox record and
+ * the business update that caused it, and published later by the relay (S14).
+ */
+export interface OutboxRecord {
+  /** The AMQP `messageId`; unique in the outbox, the same on every re-send. */
+  messageId: string;
+  exchange: string;
+  routingKey: string;
+  body: Buffer;
+  /** AMQP properties other than `messageId` and `persistent`, as JSON text (an object). */
+  properties: string;
+  /** Messages with the same key are published one at a time, in outbox order. Null: no order. */
+  orderingKey: string | null;
+  /** Null for a message written outside a handler (standalone use). */
+  source: OutboxSource | null;
+}
+
 /**
  * The work a store does inside one open transaction. `handle` is the driver object the user's
  * handler receives (a pg PoolClient, a better-sqlite3 Database, ...) so business writes join
@@ -64,6 +103,12 @@ export interface StoreTransaction<Tx> {
   claim(handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]>;
   /** Records (or counts again) quarantine entries; idempotent per (handler, key, fingerprint) or body hash. */
   quarantine(records: readonly QuarantineRecord[]): Promise<void>;
+  /**
+   * Writes outbox rows, in the given order, in this transaction (S14). A message id already in
+   * the outbox is skipped, not an error. Optional so that a store without an outbox table
+   * still satisfies the contract: a handler's `ctx.publish` then fails with InboxConfigError.
+   */
+  writeOutbox?(records: readonly OutboxRecord[]): Promise<void>;
 }
 
 /**
@@ -86,6 +131,12 @@ export interface Store<Tx = unknown> {
   listQuarantine(options?: { handler?: string; limit?: number }): Promise<QuarantineEntry[]>;
   /** Counts inbox rows for a handler, optionally for one key: for tests and `status`. */
   countInbox(handler: string, key?: EventKey): Promise<number>;
+  /**
+   * For duplicates (S14): makes the unsent outbox rows produced by these events of `handler`
+   * due now, wakes the relays, and returns how many rows that was. Rows a relay is sending
+   * right now are left alone. Runs in its own short transaction. Optional (no outbox: no-op).
+   */
+  resendOutbox?(handler: string, keys: readonly EventKey[]): Promise<number>;
   close(): Promise<void>;
 }
 

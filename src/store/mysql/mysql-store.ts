@@ -47,7 +47,7 @@ export interface MysqlStoreOptions<C extends MysqlConnection> {
   /** Database holding the inbox tables. Default: the connection's current database. */
   database?: string;
   logger?: Logger;
-  /** Concurrent transactions the consumer may run. Default 2. */
+  /** Most transactions a consumer may run at once (its `concurrency` is capped by it). Default 10, the pool size. */
   maxConcurrentTransactions?: number;
   /**
    * Isolation level of the inbox transactions, set with `SET TRANSACTION` before each one (one
@@ -149,7 +149,7 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
     this.database = options.database;
     this.prefix = options.database ? `${quoteIdent(options.database)}.` : "";
     this.logger = options.logger ?? silentLogger;
-    this.maxConcurrentTransactions = options.maxConcurrentTransactions ?? 2;
+    this.maxConcurrentTransactions = options.maxConcurrentTransactions ?? 10;
     this.isolationLevel = options.isolationLevel;
   }
 

@@ -1,4 +1,4 @@
-import { InboxConfigError } from "../../core/errors.js";
+import { InboxConfigError, TransientStoreError } from "../../core/errors.js";
 import type { EventKey } from "../../core/event.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
@@ -6,9 +6,15 @@ import {
   type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, type Store, type StoreTransaction,
   quarantineDedupKey,
 } from "../../core/store.js";
+import { Outbox } from "../../outbox/outbox.js";
+import { OutboxSignal } from "../../outbox/outbox-signal.js";
+import type { OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
 import { postgresMigrations } from "./migrations.js";
+import { PostgresOutbox } from "./postgres-outbox.js";
+import { PostgresClaimGuards } from "./postgres-claim-guards.js";
+import { PostgresInboxOperations } from "./postgres-operations.js";
 
 /** The slice of node-postgres the store uses; `pg.Pool` and `pg.PoolClient` fit it. */
 export interface PgQueryResult {
@@ -34,7 +40,7 @@ export interface PostgresStoreOptions<C extends PgClient> {
   /** Schema of the inbox tables. Default: unqualified names (the connection's search_path). */
   schema?: string;
   logger?: Logger;
-  /** Concurrent transactions the consumer may run. Default 2. */
+  /** Most transactions a consumer may run at once (its `concurrency` is capped by it). Default 10, the pool size. */
   maxConcurrentTransactions?: number;
 }
 
@@ -47,7 +53,7 @@ function quoteIdent(name: string): string {
  * of the same key waits for the other transaction, then sees its row (duplicate/conflict) or
  * inserts (it rolled back): the primary key is the backstop, never a prior SELECT.
  */
-export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
+export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, OutboxRelayStore {
   readonly dialect = "postgres";
   readonly maxConcurrentTransactions: number;
   private readonly pool: PgPool<C>;
@@ -55,6 +61,11 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
   private readonly prefix: string;
   private readonly logger: Logger;
   private readonly sql: ReturnType<typeof statements>;
+  /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
+  readonly outboxSignal = new OutboxSignal();
+  private readonly outboxSql: PostgresOutbox<C>;
+  /** Stale fence and replay grants, checked inside the claim (S13). */
+  private readonly guards: PostgresClaimGuards;
 
   constructor(options: PostgresStoreOptions<C> & { ownsPool?: boolean }) {
     if (!options.pool) throw new InboxConfigError("PostgresStore needs a pool");
@@ -62,8 +73,10 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
     this.ownsPool = options.ownsPool ?? false;
     this.prefix = options.schema ? `${quoteIdent(options.schema)}.` : "";
     this.logger = options.logger ?? silentLogger;
-    this.maxConcurrentTransactions = options.maxConcurrentTransactions ?? 2;
+    this.maxConcurrentTransactions = options.maxConcurrentTransactions ?? 10;
     this.sql = statements(this.prefix, options.schema ?? "");
+    this.outboxSql = new PostgresOutbox(this.pool, this.prefix, statementTag(options.schema ?? ""), options.schema ?? null);
+    this.guards = new PostgresClaimGuards(this.prefix, statementTag(options.schema ?? ""));
   }
 
   /** Creates a pool from a connection string (loads `pg` on demand) and a store that owns it. */
@@ -123,12 +136,20 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
       this.logger.warn("PostgreSQL session lost during a transaction", { error: error.message });
     };
     client.on("error", onError);
+    const outbox = { written: false };
     try {
       await client.query(this.sql.begin);
-      const result = await work(this.transactionFor(client));
+      const result = await work(this.transactionFor(client, outbox));
       if (beforeCommit) await beforeCommit();
       committing = true;
-      await client.query(this.sql.commit);
+      const committed = await client.query(this.sql.commit);
+      // PostgreSQL answers COMMIT of an aborted transaction (a handler caught an SQL error and
+      // carried on) with ROLLBACK, not an error: nothing was written, so this must not ack.
+      if ((committed as { command?: string }).command === "ROLLBACK") {
+        committing = false;
+        throw new TransientStoreError("the transaction was aborted by an earlier failed statement (did the handler catch an SQL error?); nothing was committed");
+      }
+      if (outbox.written) this.outboxSignal.notify();
       return result;
     } catch (error) {
       broken ||= isPostgresConnectionLoss(error);
@@ -143,11 +164,14 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
     }
   }
 
-  private transactionFor(client: C): StoreTransaction<C> {
+  private transactionFor(client: C, outbox: { written: boolean }): StoreTransaction<C> {
     return {
       handle: client,
       claim: (handler, claims) => this.claim(client, handler, claims),
       quarantine: (records) => this.quarantine(client, records),
+      writeOutbox: async (records) => {
+        if ((await this.outboxSql.write(client, records)) > 0) outbox.written = true;
+      },
     };
   }
 
@@ -158,19 +182,25 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
       name: this.sql.claimName, text: this.sql.claim,
       values: [handler, tenants, ids, claims.map((c) => c.fingerprint)],
     });
-    if (inserted.rows.length === claims.length) return claims.map(() => ({ status: "claimed" }));
-    const claimed = new Set(inserted.rows.map((r) => JSON.stringify([r.tenant, r.event_id])));
-    // A new statement, so READ COMMITTED sees rows committed by the transactions we waited for.
-    const existing = await client.query({ name: this.sql.existingName, text: this.sql.existing, values: [handler, tenants, ids] });
-    const stored = new Map(existing.rows.map((r) => [JSON.stringify([r.tenant, r.event_id]), String(r.fingerprint)]));
-    return claims.map((c) => {
-      const k = JSON.stringify([c.key.tenant, c.key.eventId]);
-      if (claimed.has(k)) return { status: "claimed" };
-      const fingerprint = stored.get(k);
-      // Not inserted and not visible: only possible if the row was purged in between; retry.
-      if (fingerprint === undefined) throw Object.assign(new Error("inbox row vanished during claim"), { code: "40001" });
-      return { status: "exists", fingerprint };
-    });
+    const allInserted = inserted.rows.length === claims.length;
+    const fenced = claims.some((c) => c.eventTime !== undefined);
+    if (allInserted && !fenced) return claims.map(() => ({ status: "claimed" }));
+    const claimed = allInserted ? null : new Set(inserted.rows.map((r) => JSON.stringify([r.tenant, r.event_id])));
+    const isInserted = claims.map((c) => claimed === null || claimed.has(JSON.stringify([c.key.tenant, c.key.eventId])));
+    let results: ClaimResult[] = claims.map(() => ({ status: "claimed" }));
+    if (!allInserted) {
+      // A new statement, so READ COMMITTED sees rows committed by the transactions we waited for.
+      const existing = await client.query({ name: this.sql.existingName, text: this.sql.existing, values: [handler, tenants, ids] });
+      const stored = new Map(existing.rows.map((r) => [JSON.stringify([r.tenant, r.event_id]), String(r.fingerprint)]));
+      results = claims.map((c, i) => {
+        if (isInserted[i]) return { status: "claimed" };
+        const fingerprint = stored.get(JSON.stringify([c.key.tenant, c.key.eventId]));
+        // Not inserted and not visible: only possible if the row was purged in between; retry.
+        if (fingerprint === undefined) throw Object.assign(new Error("inbox row vanished during claim"), { code: "40001" });
+        return { status: "exists", fingerprint };
+      });
+    }
+    return this.guards.apply(client, handler, claims, results, isInserted);
   }
 
   private async quarantine(client: C, records: readonly QuarantineRecord[]): Promise<void> {
@@ -180,6 +210,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
         values: [
           r.handler, quarantineDedupKey(r), r.key?.tenant ?? null, r.key?.eventId ?? null, r.reason, r.detail,
           r.fingerprint, r.storedFingerprint, r.body, r.bodyTruncated, r.bodySha256, r.properties, r.queue,
+          r.eventTime ?? null,
         ],
       });
     }
@@ -200,12 +231,44 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
     }));
   }
 
+  /** Retention, quarantine decisions and schema status, on this store's pool (the `rabbit-inbox` command uses it). */
+  operations(): PostgresInboxOperations {
+    return new PostgresInboxOperations(this.pool, this.prefix, this.logger);
+  }
+
   async countInbox(handler: string, key?: EventKey): Promise<number> {
     const { rows } = await this.query(
       `SELECT count(*)::int AS n FROM ${this.prefix}rabbit_inbox_dedup WHERE handler = $1 AND ($2::text IS NULL OR (tenant = $2 AND event_id = $3))`,
       [handler, key?.tenant ?? null, key?.eventId ?? null],
     );
     return Number(rows[0]?.n ?? 0);
+  }
+
+  /**
+   * The outbox without an incoming message: `store.outbox.transaction(async (client, publish) => ...)`
+   * writes business rows and outgoing messages in one transaction (S14).
+   */
+  get outbox(): Outbox<C> {
+    return new Outbox(this);
+  }
+
+  async resendOutbox(handler: string, keys: readonly EventKey[]): Promise<number> {
+    const due = await this.outboxSql.resend(handler, keys);
+    if (due > 0) this.outboxSignal.notify();
+    return due;
+  }
+
+  claimOutbox(options: { limit: number }): Promise<OutboxClaim | null> {
+    return this.outboxSql.claim(options.limit);
+  }
+
+  cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
+    return this.outboxSql.cleanup(sentBefore, limit);
+  }
+
+  /** LISTEN on a dedicated pool client (it stays checked out until the subscription closes). */
+  listenOutbox(onWake: () => void, onLost: (error: Error) => void): Promise<OutboxSubscription> {
+    return this.outboxSql.listen(onWake, onLost);
   }
 
   private async query(text: string, values: unknown[]): Promise<PgQueryResult> {
@@ -226,9 +289,13 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C> {
   }
 }
 
+/** Prepared-statement names must be unique per text on a connection; the schema is part of the text. */
+function statementTag(schema: string): string {
+  return schema ? `_${Buffer.from(schema).toString("hex").slice(0, 40)}` : "";
+}
+
 function statements(prefix: string, schema: string) {
-  // Prepared-statement names must be unique per text on a connection; the schema is part of the text.
-  const tag = schema ? `_${Buffer.from(schema).toString("hex").slice(0, 40)}` : "";
+  const tag = statementTag(schema);
   return {
     begin: "BEGIN",
     commit: "COMMIT",
@@ -246,10 +313,12 @@ function statements(prefix: string, schema: string) {
       WHERE d.handler = $1`,
     quarantineName: `ri_quarantine${tag}`,
     quarantine: `INSERT INTO ${prefix}rabbit_inbox_quarantine
-      (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+      (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue, event_time)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
       ON CONFLICT (handler, dedup_key) DO UPDATE SET
         occurrences = ${prefix}rabbit_inbox_quarantine.occurrences + 1, last_seen = now(),
-        reason = EXCLUDED.reason, detail = EXCLUDED.detail`,
+        reason = EXCLUDED.reason, detail = EXCLUDED.detail,
+        event_time = COALESCE(${prefix}rabbit_inbox_quarantine.event_time, EXCLUDED.event_time),
+        status = 'held'`,
   };
 }

@@ -6,9 +6,15 @@ import {
   type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, type Store, type StoreTransaction,
   quarantineDedupKey,
 } from "../../core/store.js";
+import { Outbox } from "../../outbox/outbox.js";
+import { OutboxSignal } from "../../outbox/outbox-signal.js";
+import type { OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { classifySqliteError } from "./classify-sqlite-error.js";
 import { sqliteMigrations } from "./migrations.js";
+import { SqliteOutbox } from "./sqlite-outbox.js";
+import { SqliteClaimGuards } from "./sqlite-claim-guards.js";
+import { SqliteInboxOperations } from "./sqlite-operations.js";
 
 /** The slice of better-sqlite3 the store uses. */
 export interface SqliteStatement {
@@ -46,7 +52,7 @@ export interface SqliteOpenOptions {
  * BEGIN IMMEDIATE, so several processes on one file queue on the write lock instead of failing
  * at commit. For demos and small deployments (S15).
  */
-export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements Store<D> {
+export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements Store<D>, OutboxRelayStore {
   readonly dialect = "sqlite";
   readonly maxConcurrentTransactions = 1;
   private readonly db: D;
@@ -54,12 +60,19 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
   private readonly ownsDatabase: boolean;
   private queue: Promise<unknown> = Promise.resolve();
   private stmts: ReturnType<SqliteStore["prepareStatements"]> | undefined;
+  /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
+  readonly outboxSignal = new OutboxSignal();
+  private readonly outboxSql: SqliteOutbox;
+  /** Stale fence and replay grants, checked inside the claim (S13). */
+  private readonly guards: SqliteClaimGuards;
 
   constructor(options: SqliteStoreOptions<D> & { ownsDatabase?: boolean }) {
     if (!options.database) throw new InboxConfigError("SqliteStore needs a database");
     this.db = options.database;
     this.logger = options.logger ?? silentLogger;
     this.ownsDatabase = options.ownsDatabase ?? false;
+    this.outboxSql = new SqliteOutbox(this.db, (fn) => this.transaction(() => Promise.resolve(fn())));
+    this.guards = new SqliteClaimGuards(this.db);
   }
 
   /** Opens (creating if needed) a database file in WAL mode; loads better-sqlite3 on demand. */
@@ -85,10 +98,11 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
       ),
       existing: this.db.prepare("SELECT fingerprint FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?"),
       quarantine: this.db.prepare(`INSERT INTO rabbit_inbox_quarantine
-        (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue, first_seen, last_seen)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue, first_seen, last_seen, event_time)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (handler, dedup_key) DO UPDATE SET
-          occurrences = occurrences + 1, last_seen = excluded.last_seen, reason = excluded.reason, detail = excluded.detail`),
+          occurrences = occurrences + 1, last_seen = excluded.last_seen, reason = excluded.reason, detail = excluded.detail,
+          event_time = coalesce(event_time, excluded.event_time), status = 'held'`),
     };
   }
 
@@ -128,11 +142,13 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
 
   transaction<T>(work: (tx: StoreTransaction<D>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
     return this.serialize(async () => {
+      const outbox = { written: false };
       try {
         this.statements.begin.run();
-        const result = await work(this.transactionFor());
+        const result = await work(this.transactionFor(outbox));
         if (beforeCommit) await beforeCommit();
         this.statements.commit.run();
+        if (outbox.written) this.outboxSignal.notify();
         return result;
       } catch (error) {
         if (this.db.inTransaction) {
@@ -147,21 +163,27 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
     });
   }
 
-  private transactionFor(): StoreTransaction<D> {
+  private transactionFor(outbox: { written: boolean }): StoreTransaction<D> {
     return {
       handle: this.db,
       claim: (handler, claims) => Promise.resolve(this.claim(handler, claims)),
       quarantine: (records) => Promise.resolve(this.quarantine(records)),
+      writeOutbox: (records) => {
+        if (this.outboxSql.writeInTransaction(records) > 0) outbox.written = true;
+        return Promise.resolve();
+      },
     };
   }
 
   private claim(handler: string, claims: readonly InboxClaim[]): ClaimResult[] {
     const now = Date.now();
     const { claim, existing } = this.statements;
+    const fence = this.guards.fence(handler);
     return claims.map((c): ClaimResult => {
-      if (claim.run(c.key.tenant, handler, c.key.eventId, c.fingerprint, now).changes === 1) return { status: "claimed" };
+      if (claim.run(c.key.tenant, handler, c.key.eventId, c.fingerprint, now).changes === 1) return fence(c);
       const row = existing.get(c.key.tenant, handler, c.key.eventId) as { fingerprint: string } | undefined;
       if (!row) throw new Error("inbox row neither inserted nor found");
+      if (row.fingerprint !== c.fingerprint && this.guards.acceptNewVersion(handler, c, row.fingerprint)) return { status: "claimed" };
       return { status: "exists", fingerprint: row.fingerprint };
     });
   }
@@ -172,8 +194,14 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
       this.statements.quarantine.run(
         r.handler, quarantineDedupKey(r), r.key?.tenant ?? null, r.key?.eventId ?? null, r.reason, r.detail,
         r.fingerprint, r.storedFingerprint, r.body, r.bodyTruncated ? 1 : 0, r.bodySha256, r.properties, r.queue, now, now,
+        r.eventTime ? r.eventTime.getTime() : null,
       );
     }
+  }
+
+  /** Retention, quarantine decisions and schema status, serialized with this store's transactions. */
+  operations(): SqliteInboxOperations {
+    return new SqliteInboxOperations(this.db, (fn) => this.serialize(fn));
   }
 
   listQuarantine(options: { handler?: string; limit?: number } = {}): Promise<QuarantineEntry[]> {
@@ -188,6 +216,28 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
       occurrences: Number(r.occurrences), body: r.body as Buffer, bodyTruncated: Boolean(r.body_truncated),
       firstSeen: new Date(Number(r.first_seen)), lastSeen: new Date(Number(r.last_seen)),
     })));
+  }
+
+  /**
+   * The outbox without an incoming message: `store.outbox.transaction(async (db, publish) => ...)`
+   * writes business rows and outgoing messages in one transaction (S14).
+   */
+  get outbox(): Outbox<D> {
+    return new Outbox(this);
+  }
+
+  async resendOutbox(handler: string, keys: readonly EventKey[]): Promise<number> {
+    const due = await this.outboxSql.resend(handler, keys);
+    if (due > 0) this.outboxSignal.notify();
+    return due;
+  }
+
+  claimOutbox(options: { limit: number; relayId: string; leaseMs: number }): Promise<OutboxClaim | null> {
+    return this.outboxSql.claim(options.limit, options.relayId, options.leaseMs);
+  }
+
+  cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
+    return this.outboxSql.cleanup(sentBefore, limit);
   }
 
   countInbox(handler: string, key?: EventKey): Promise<number> {

@@ -1,0 +1,31 @@
+import { CommanderError } from "commander";
+import { InboxError, describeError } from "../core/errors.js";
+import { redactSecrets } from "../core/logger.js";
+import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
+
+/** A failure the command reports as one line on stderr, with its exit code. */
+export class CliError extends Error {
+  constructor(message: string, readonly exitCode = 1) {
+    super(message);
+    this.name = "CliError";
+  }
+}
+
+/**
+ * Exit codes: 1 an operation that failed or was refused (no such entry, wrong status, a publish
+ * not confirmed, a check that found problems), 2 a usage or configuration error.
+ */
+export function exitCodeOf(error: unknown): number {
+  if (error instanceof CliError) return error.exitCode;
+  if (error instanceof QuarantineOperationError) return 1;
+  // Commander's own errors are usage errors (unknown option, missing argument); help exits 0.
+  if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+  if (error instanceof InboxError && error.kind === "config") return 2;
+  return 1;
+}
+
+/** One line, no credentials, no stack: what went wrong and, where the message says it, the fix. */
+export function errorLine(error: unknown): string {
+  const text = redactSecrets(describeError(error)).replace(/\s*\n\s*/g, " ").trim();
+  return `rabbit-inbox: ${text || "failed"}`;
+}

@@ -1,0 +1,110 @@
+import type { EventKey } from "../core/event.js";
+
+/** Where a quarantine entry stands. Only `held` entries block cleanup. */
+export type QuarantineStatus = "held" | "replayed" | "discarded";
+
+/** A quarantine entry with everything an operator needs to decide about it. */
+export interface QuarantineDetail {
+  id: number;
+  handler: string;
+  tenant: string | null;
+  eventId: string | null;
+  reason: string;
+  detail: string;
+  status: QuarantineStatus;
+  fingerprint: string | null;
+  /** A conflict: the fingerprint of the version the inbox applied first. */
+  storedFingerprint: string | null;
+  occurrences: number;
+  /** The raw body (cut at the consumer's cap when `bodyTruncated`). */
+  body: Buffer;
+  bodyTruncated: boolean;
+  /** The AMQP properties and headers as the consumer recorded them (JSON text). */
+  properties: string;
+  /** The work queue it came from, where a replay goes. */
+  queue: string;
+  eventTime: Date | null;
+  firstSeen: Date;
+  lastSeen: Date;
+}
+
+export interface QuarantineFilter {
+  /** Default `held`; `all` lists every status. */
+  status?: QuarantineStatus | "all";
+  handler?: string;
+  reason?: string;
+  /** Default 100. */
+  limit?: number;
+}
+
+/** The dedup record of a key: what the inbox remembers of the version it applied. */
+export interface StoredVersion {
+  fingerprint: string;
+  firstSeen: Date;
+}
+
+export type QuarantineAction = "replay" | "discard";
+
+/** One operator decision, kept for good. */
+export interface AuditRecord {
+  id: number;
+  quarantineId: number;
+  action: QuarantineAction;
+  actor: string;
+  reason: string;
+  /** `accept-new`, `accept-stale`, comma separated; empty for a plain replay or a discard. */
+  options: string;
+  at: Date;
+  /** Replay: when the broker confirmed the republished message. */
+  publishedAt: Date | null;
+  /** Replay: why the republish failed (the entry went back to `held`). */
+  failure: string | null;
+}
+
+export interface ResolutionRequest {
+  action: QuarantineAction;
+  actor: string;
+  reason: string;
+  /**
+   * Replay of a conflict: let the quarantined version replace the stored one. The consumer that
+   * gets the replayed message finds a one-time grant for exactly (stored fingerprint -> this
+   * fingerprint), swaps the fingerprint and applies the event, in one transaction.
+   */
+  acceptNew?: boolean;
+  /** Replay of a stale event: a one-time grant lets exactly this version past the stale fence. */
+  acceptStale?: boolean;
+}
+
+export interface QuarantineCount {
+  handler: string;
+  reason: string;
+  status: QuarantineStatus;
+  entries: number;
+  oldest: Date;
+}
+
+/**
+ * Operator access to the quarantine: what the `rabbit-inbox quarantine` commands (and an ops UI)
+ * need. Every decision is recorded with who, when and why.
+ */
+export interface QuarantineAdmin {
+  listQuarantineEntries(filter?: QuarantineFilter): Promise<QuarantineDetail[]>;
+  getQuarantineEntry(id: number): Promise<QuarantineDetail | null>;
+  quarantineCounts(): Promise<QuarantineCount[]>;
+  /** The dedup record of a key, if it is still kept. */
+  storedVersion(handler: string, key: EventKey): Promise<StoredVersion | null>;
+  /** Another quarantine entry of the same key carrying `fingerprint`: the body of a version the inbox saw. */
+  findQuarantinedVersion(handler: string, key: EventKey, fingerprint: string): Promise<QuarantineDetail | null>;
+  quarantineAudit(quarantineId: number): Promise<AuditRecord[]>;
+  /**
+   * In one transaction: checks the entry can take the action (throws QuarantineOperationError
+   * otherwise), records the audit row, writes any grant, and sets the status (`replayed` or
+   * `discarded`). A replay is committed BEFORE the message is republished, so the consumer
+   * that receives it always finds its grant.
+   */
+  beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord>;
+  /** The republish was confirmed. */
+  confirmReplay(auditId: number): Promise<void>;
+  /** The republish failed: revokes unused grants and puts the entry back to `held` (unless it moved on). */
+  failReplay(auditId: number, failure: string): Promise<void>;
+}

@@ -1,0 +1,106 @@
+import { InboxError } from "../core/errors.js";
+import { sleep } from "../core/retry-policy.js";
+import { checkReplayWindow } from "./replay-window.js";
+import type { PurgeableRecords, QuarantineHold, RetentionStore } from "./retention-store.js";
+
+export interface CleanupOptions {
+  /** Required: dedup records first seen longer ago than this are purged (S13). No default on purpose. */
+  replayWindowMs: number;
+  /** Overrides the minimum-window guard and the quarantine hold. */
+  force?: boolean;
+  /** Count what would be purged; delete nothing. */
+  dryRun?: boolean;
+  /** Rows per delete transaction. Default 1000: each batch holds its locks for milliseconds. */
+  batchSize?: number;
+  /** Pause between batches, in ms, so consumers' transactions interleave. Default 10. */
+  pauseMs?: number;
+  /** Only this handler's records (and horizon). Default: every handler. */
+  handler?: string;
+  /** Minimum window without `force`. Default MINIMUM_REPLAY_WINDOW_MS (1 day). */
+  minimumWindowMs?: number;
+  /** Stop after this many batches (the horizon is consistent after every batch). Default: no limit. */
+  maxBatches?: number;
+  /** Called after each committed batch. */
+  onBatch?: (progress: { batch: number; deleted: number; total: number }) => void;
+  signal?: AbortSignal;
+}
+
+export interface CleanupReport {
+  dryRun: boolean;
+  replayWindowMs: number;
+  /** now - replayWindow, on the database's clock. */
+  requestedCutoff: Date;
+  /** What was used: the requested cutoff, or the quarantine hold when that is earlier. */
+  cutoff: Date;
+  /** The held quarantine entry that moved the cutoff back, if any. */
+  limitedBy: QuarantineHold | null;
+  /** Dry run: what would be purged. */
+  purgeable: PurgeableRecords | null;
+  purged: number;
+  batches: number;
+  /** Horizons advanced by this run. */
+  horizons: Array<{ handler: string; purgedThrough: Date }>;
+  /** True when maxBatches or the signal stopped the run before everything eligible was purged. */
+  incomplete: boolean;
+}
+
+const TRANSIENT_ATTEMPTS = 5;
+
+/**
+ * Purges dedup records older than the replay window, in small batches, each its own short
+ * transaction that also advances the purge horizon; never one long blocking DELETE. Consumers
+ * keep running: a batch deletes rows no consumer holds (PostgreSQL skips locked rows) and at
+ * most `batchSize` of them, then pauses. Refuses a window under the minimum and stops short of
+ * the oldest entry held in quarantine, unless forced.
+ */
+export async function purgeExpiredDedupRecords(store: RetentionStore, options: CleanupOptions): Promise<CleanupReport> {
+  checkReplayWindow(options.replayWindowMs, { force: options.force ?? false, ...(options.minimumWindowMs !== undefined ? { minimumMs: options.minimumWindowMs } : {}) });
+  const batchSize = options.batchSize ?? 1000;
+  if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
+  const pauseMs = options.pauseMs ?? 10;
+  const now = await store.now();
+  const requestedCutoff = new Date(now.getTime() - options.replayWindowMs);
+  const hold = options.force ? null : await store.quarantineHold(options.handler);
+  const limitedBy = hold && hold.holdFrom.getTime() < requestedCutoff.getTime() ? hold : null;
+  const cutoff = limitedBy ? limitedBy.holdFrom : requestedCutoff;
+  const report: CleanupReport = {
+    dryRun: options.dryRun ?? false, replayWindowMs: options.replayWindowMs, requestedCutoff, cutoff, limitedBy,
+    purgeable: null, purged: 0, batches: 0, horizons: [], incomplete: false,
+  };
+  if (report.dryRun) {
+    report.purgeable = await store.countPurgeable(cutoff, options.handler);
+    return report;
+  }
+  const horizons = new Map<string, Date>();
+  for (;;) {
+    if (options.signal?.aborted || (options.maxBatches !== undefined && report.batches >= options.maxBatches)) {
+      report.incomplete = true;
+      break;
+    }
+    const batch = await withTransientRetries(() => store.purgeBatch(cutoff, batchSize, options.handler));
+    if (batch.deleted === 0) break;
+    report.batches++;
+    report.purged += batch.deleted;
+    for (const h of batch.handlers) horizons.set(h.handler, h.purgedThrough);
+    options.onBatch?.({ batch: report.batches, deleted: batch.deleted, total: report.purged });
+    if (batch.deleted < batchSize) break;
+    if (pauseMs > 0) await sleep(pauseMs);
+  }
+  report.horizons = [...horizons].map(([handler, purgedThrough]) => ({ handler, purgedThrough })).sort((a, b) => (a.handler < b.handler ? -1 : 1));
+  return report;
+}
+
+/** A batch that hit contention (lock timeout, busy database) is simply run again, after a pause. */
+async function withTransientRetries<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (error) {
+      // Only errors a store classified as contention or a lost session; anything else is a bug or
+      // a schema problem that a retry would not fix.
+      const retryable = error instanceof InboxError && (error.kind === "transient" || error.kind === "connection");
+      if (!retryable || attempt >= TRANSIENT_ATTEMPTS) throw error;
+      await sleep(50 * 2 ** attempt);
+    }
+  }
+}

@@ -1,0 +1,44 @@
+import { formatDuration, parseDuration } from "./duration.js";
+import { RetentionGuardError } from "./retention-guard-error.js";
+
+/**
+ * The shortest replay window cleanup accepts without `force`. Dedup records must outlive the
+ * longest time an event can come back: the broker backlog, a dead-letter or quarantine replay,
+ * a manual compensation (S13). Anything under a day is almost certainly a typo (`7m` for `7d`).
+ */
+export const MINIMUM_REPLAY_WINDOW_MS = 86_400_000;
+
+/** Environment variable the `rabbit-inbox` command reads the replay window from. */
+export const REPLAY_WINDOW_ENV = "RABBIT_INBOX_REPLAY_WINDOW";
+
+export interface ReplayWindow {
+  ms: number;
+  /** Where it came from, for messages: `--older-than`, `RABBIT_INBOX_REPLAY_WINDOW`. */
+  source: string;
+}
+
+/**
+ * Picks the replay window from the first source that sets it. There is deliberately no default:
+ * a window someone did not choose is a window nobody checked against the real replay delays.
+ */
+export function resolveReplayWindow(sources: ReadonlyArray<{ source: string; value: string | undefined }>): ReplayWindow {
+  for (const { source, value } of sources) {
+    if (value !== undefined && value.trim() !== "") return { ms: parseDuration(value), source };
+  }
+  throw new RetentionGuardError(
+    `no replay window configured: pass ${sources.map((s) => s.source).join(" or set ")} (e.g. 14d); see docs/operations.md`,
+  );
+}
+
+/** Refuses a window shorter than the minimum unless forced. */
+export function checkReplayWindow(windowMs: number, options: { force?: boolean; minimumMs?: number } = {}): void {
+  const minimum = options.minimumMs ?? MINIMUM_REPLAY_WINDOW_MS;
+  if (!Number.isSafeInteger(windowMs) || windowMs < 0) throw new RetentionGuardError(`replay window must be a duration of 0 or more, got ${windowMs} ms`);
+  if (windowMs < minimum && !options.force) {
+    throw new RetentionGuardError(
+      `replay window ${formatDuration(windowMs)} is shorter than the minimum of ${formatDuration(minimum)}: ` +
+      "records purged this early let a redelivered or replayed event apply again; use force (--force) if you really mean it",
+    );
+  }
+}
+
