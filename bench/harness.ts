@@ -14,6 +14,9 @@ export interface RunResult {
   p50Ms: number;
   p99Ms: number;
   peakRssMb: number;
+  /** Median RSS over the first and the last quarter of the run. */
+  rssFirstQuarterMb: number;
+  rssLastQuarterMb: number;
 }
 
 export function randomName(prefix: string): string {
@@ -67,14 +70,24 @@ export async function deleteQueues(queue: string): Promise<void> {
   }
 }
 
-/** Samples RSS every 100 ms while a run is going on. */
+/**
+ * Samples RSS every 100 ms while a run is going on. Besides the peak, it reports the median RSS
+ * of the first and the last quarter of the run: flat memory means those two stay close.
+ */
 export class RssSampler {
-  private peak = process.memoryUsage().rss;
-  private readonly timer = setInterval(() => { this.peak = Math.max(this.peak, process.memoryUsage().rss); }, 100);
-  stop(): number {
+  private readonly samples: number[] = [process.memoryUsage().rss];
+  private readonly timer = setInterval(() => { this.samples.push(process.memoryUsage().rss); }, 100);
+  stop(): { peakMb: number; firstQuarterMb: number; lastQuarterMb: number } {
     clearInterval(this.timer);
-    this.peak = Math.max(this.peak, process.memoryUsage().rss);
-    return Math.round(this.peak / 1024 / 1024);
+    this.samples.push(process.memoryUsage().rss);
+    const mb = (bytes: number) => Math.round(bytes / 1024 / 1024);
+    const quarter = Math.max(1, Math.floor(this.samples.length / 4));
+    const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+    return {
+      peakMb: mb(Math.max(...this.samples)),
+      firstQuarterMb: mb(median(this.samples.slice(0, quarter))),
+      lastQuarterMb: mb(median(this.samples.slice(-quarter))),
+    };
   }
 }
 

@@ -245,7 +245,7 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
     } else {
       measured = await runLibrary(queue, n, db!.libraryBatched());
     }
-    const peakRssMb = rss.stop();
+    const memory = rss.stop();
     if (db) {
       const total = await db.total();
       if (total !== expectedTotal(n)) throw new Error(`${scenario}/${dbName}: balances sum to ${total}, expected ${expectedTotal(n)}`);
@@ -253,7 +253,8 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
     return {
       scenario, database: scenario === "raw" ? "-" : dbName, messages: n,
       seconds: Math.round(measured.seconds * 100) / 100, msgsPerSec: Math.round(n / measured.seconds),
-      p50Ms: measured.latency.percentile(50), p99Ms: measured.latency.percentile(99), peakRssMb,
+      p50Ms: measured.latency.percentile(50), p99Ms: measured.latency.percentile(99),
+      peakRssMb: memory.peakMb, rssFirstQuarterMb: memory.firstQuarterMb, rssLastQuarterMb: memory.lastQuarterMb,
     };
   } finally {
     await deleteQueues(queue).catch(() => undefined);
@@ -310,7 +311,7 @@ async function main(): Promise<void> {
 }
 
 function format(r: RunResult): string {
-  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  rss ${r.peakRssMb} MB`;
+  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})`;
 }
 
 main().then(() => process.exit(0), (error: unknown) => {
