@@ -60,6 +60,14 @@ type Prepared<E> =
 
 type Ready<E> = Extract<Prepared<E>, { ok: true }>;
 
+function readableKey(body: Record<string, unknown>): EventKey | null {
+  try {
+    return defaultEventKey(body);
+  } catch {
+    return null;
+  }
+}
+
 /** Rolls the transaction back so it can run again without the events a handler refused. */
 class RerunWithout extends Error {
   constructor(readonly rejections: ReadonlyArray<{ index: number; reason: string; detail: string }>) {
@@ -117,8 +125,9 @@ export class InboxPipeline<E, Tx> {
   private prepare(message: IncomingMessage, index: number): Prepared<E> {
     let key: EventKey | null = null;
     let fingerprint: string | null = null;
+    let body: Record<string, unknown> | undefined;
     try {
-      const body = decodeJsonBody(message.body, message, this.limits);
+      body = decodeJsonBody(message.body, message, this.limits);
       const parsed: ParsedEvent<E> = this.handler.parse
         ? this.handler.parse(body, message.delivery)
         : { key: defaultEventKey(body), event: body as E };
@@ -130,6 +139,9 @@ export class InboxPipeline<E, Tx> {
       const poison = (message.delivery.deliveryCount ?? 0) >= this.maxDeliveries;
       return { index, ok: true, key, keyString: eventKeyString(key), event: parsed.event, fingerprint, poison };
     } catch (error) {
+      // For the operator only: an event refused by validation still shows its tenant and id in
+      // quarantine when they are readable. Its quarantine entry is keyed by the body's hash.
+      if (key === null && body !== undefined) key = readableKey(body);
       if (error instanceof PermanentEventError) {
         return { index, ok: false, key, fingerprint, detail: error.message };
       }

@@ -510,16 +510,19 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
           ["empty body", incomingMessage(Buffer.alloc(0))],
         ];
 
+        // Decoded but refused by validation: the entry still shows the readable tenant and id.
+        const readable = new Set(["unsafe integer delta", "float delta"]);
         for (const [what, msg] of bad) {
           it(`${what}: quarantined as invalid, no dedup record, no business write`, async () => {
             const p = pipeline(counterHandler(business));
             const [outcome] = await p.process([msg]);
-            expect(outcome).toMatchObject({ kind: "quarantined", reason: "invalid", key: null });
+            const key = readable.has(what) ? { tenant: "t1", eventId: "e-9" } : null;
+            expect(outcome).toMatchObject({ kind: "quarantined", reason: "invalid", key });
             expect(await store.countInbox("conformance")).toBe(0);
             expect(await readCounter("a")).toBeNull();
             const rows = await quarantine();
             expect(rows).toHaveLength(1);
-            expect(rows[0]).toMatchObject({ reason: "invalid", tenant: null, eventId: null, storedFingerprint: null, occurrences: 1 });
+            expect(rows[0]).toMatchObject({ reason: "invalid", tenant: key?.tenant ?? null, eventId: key?.eventId ?? null, storedFingerprint: null, occurrences: 1 });
             expect(rows[0]!.body.equals(msg.body)).toBe(true);
             expect(rows[0]!.detail.length).toBeGreaterThan(0);
           });
