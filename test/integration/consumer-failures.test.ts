@@ -91,6 +91,34 @@ describe("consumer failure handling (real broker)", () => {
     expect(await withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount)).toBe(0);
   });
 
+  it("rebuilds its session after the broker closes the consuming channel with 406 PRECONDITION_FAILED", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    let applied = 0;
+    const lines: string[] = [];
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, batchSize: 10, prefetch: 30, reconnectBaseDelayMs: 50,
+      logger: createJsonLogger({ level: "info", write: (line) => lines.push(line) }),
+      handler: sqliteHandler("precondition-test"),
+      onOutcome: (o) => { if (o.kind === "applied") applied++; },
+    });
+    await consumer.start();
+    const total = 300;
+    await publishAll(queue, Array.from({ length: total }, (_, i) => event(i)));
+    await waitFor(() => applied >= 30, 20_000, "first events applied");
+    // What a stale or doubled ack would cause: the broker closes the channel with 406.
+    const session = (consumer as unknown as { session: { channel: { ack(m: Message): void } } }).session;
+    session.channel.ack({ fields: { deliveryTag: 9_999_999 } } as unknown as Message);
+    await waitFor(async () => (await store.countInbox("precondition-test")) === total && (await messagesReady(queue)) === 0, 30_000, "all events applied after the channel was rebuilt");
+    await consumer.stop();
+    expect(lines.some((l) => l.includes("PRECONDITION_FAILED"))).toBe(true);
+    expect(lines.some((l) => l.includes("AMQP session restored"))).toBe(true);
+    const counts = effects();
+    expect(counts.size).toBe(total);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    expect(await withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount)).toBe(0);
+  });
+
   it("re-subscribes after the broker cancels the consumer because its queue was deleted", async () => {
     const { store, effects } = await sqliteWithEffects();
     const queue = uniqueQueue();
