@@ -117,6 +117,8 @@ export interface LedgerProcessOptions {
   batchSize?: number;
   /** LEDGER_PREFETCH. */
   prefetch?: number;
+  /** LEDGER_QUEUE_TYPE (the queue must not exist yet with another type). */
+  queueType?: "classic" | "quorum";
   /**
    * RABBIT_INBOX_LOG_LEVEL. Default `debug`: the harness counts settled deliveries from the
    * consumer's `batch settled` debug lines.
@@ -211,6 +213,7 @@ export class LedgerProcess {
       ...(options.fault ? { RABBIT_INBOX_FAULT: options.fault } : {}),
       ...(options.batchSize ? { LEDGER_BATCH_SIZE: String(options.batchSize) } : {}),
       ...(options.prefetch ? { LEDGER_PREFETCH: String(options.prefetch) } : {}),
+      ...(options.queueType ? { LEDGER_QUEUE_TYPE: options.queueType } : {}),
     });
     const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],
