@@ -25,8 +25,8 @@ export interface LedgerDatabase {
   /** For logs: the dialect and where, without credentials. */
   description: string;
   /**
-   * The outbox the relay publishes `balance.changed` from; absent where the store has no
-   * transactional outbox yet (MySQL/MariaDB), and then the handler publishes nothing.
+   * The outbox the relay publishes `balance.changed` from; absent where a store has no
+   * transactional outbox, and then the handler publishes nothing.
    */
   outbox?: OutboxRelayStore;
   balances(): Promise<BalanceRow[]>;
@@ -42,7 +42,7 @@ export interface LedgerDatabase {
 export async function openLedgerDatabase(url: string | undefined, logger: Logger, handlerOptions: LedgerHandlerOptions = {}): Promise<LedgerDatabase> {
   const target = url?.trim() || DEFAULT_SQLITE_PATH;
   if (/^postgres(ql)?:\/\//i.test(target)) return openPostgres(target, logger, handlerOptions);
-  if (/^(mysql|mariadb):\/\//i.test(target)) return openMysql(target.replace(/^mariadb:/i, "mysql:"), logger);
+  if (/^(mysql|mariadb):\/\//i.test(target)) return openMysql(target.replace(/^mariadb:/i, "mysql:"), logger, handlerOptions);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target) && !/^(sqlite|file):/i.test(target)) {
     throw new InboxConfigError(`DATABASE_URL ${redactSecrets(target)}: unsupported scheme (use postgres://, mysql:// or an SQLite path)`);
   }
@@ -78,7 +78,7 @@ async function openPostgres(url: string, logger: Logger, handlerOptions: LedgerH
   };
 }
 
-async function openMysql(url: string, logger: Logger): Promise<LedgerDatabase> {
+async function openMysql(url: string, logger: Logger, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
   const store = await MysqlStore.connect(url, { logger });
   try {
     await store.migrate();
@@ -96,8 +96,9 @@ async function openMysql(url: string, logger: Logger): Promise<LedgerDatabase> {
   }
   return {
     store,
-    handler: ledgerHandler(mysqlLedgerSql),
+    handler: ledgerHandler(mysqlLedgerSql, handlerOptions),
     description: `mysql ${redactSecrets(url)}`,
+    outbox: store,
     async balances() {
       return store.transaction(async (tx) => {
         const [rows] = await tx.handle.query("SELECT tenant, account_id, CAST(balance_cents AS CHAR) AS b FROM ledger_accounts ORDER BY tenant, account_id");

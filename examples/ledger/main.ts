@@ -5,7 +5,7 @@
  * (declared at start) with a message id that is the same on every re-send; the outbox relay
  * runs in this process.
  *   AMQP_URL            default amqp://guest:guest@127.0.0.1:5672
- *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... also accepted
+ *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... and mysql://... (mariadb://...) also accepted
  *   LEDGER_QUEUE        default ledger.events
  *   LEDGER_BATCH_SIZE   deliveries per transaction, default 100 (1 = strict mode)
  *   LEDGER_PREFETCH     default 200

@@ -3,6 +3,7 @@ import { dirname, resolve } from "node:path";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Store } from "../core/store.js";
 import type { InboxOperations } from "../store/operations.js";
+import { MysqlStore } from "../store/mysql/mysql-store.js";
 import { PostgresStore } from "../store/postgres/postgres-store.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import { CliError } from "./cli-error.js";
@@ -28,8 +29,9 @@ export function databaseUrlFrom(option: string | undefined): string {
 
 /**
  * Opens the inbox database named like the ledger's DATABASE_URL: `postgres://` or
- * `postgresql://`, or an SQLite file (`sqlite:<path>`, `file:<path>` or a bare path). An SQLite
- * file must exist unless `create` (migrate): a typo should not produce an empty database.
+ * `postgresql://`, `mysql://` or `mariadb://`, or an SQLite file (`sqlite:<path>`, `file:<path>`
+ * or a bare path). An SQLite file must exist unless `create` (migrate): a typo should not
+ * produce an empty database.
  */
 export async function openDatabase(url: string, options: { create?: boolean } = {}): Promise<OpenedDatabase> {
   // Library logs would interleave with the command's output; only real trouble is shown.
@@ -39,10 +41,11 @@ export async function openDatabase(url: string, options: { create?: boolean } = 
     return { store, operations: store.operations(), description: `postgres ${redactSecrets(url)}`, close: () => store.close() };
   }
   if (/^(mysql|mariadb):\/\//i.test(url)) {
-    throw new CliError("MySQL/MariaDB databases are not supported by the rabbit-inbox command yet (PostgreSQL and SQLite are)", 2);
+    const store = await MysqlStore.connect(url.replace(/^mariadb:/i, "mysql:"), { logger, poolSize: 4 });
+    return { store, operations: store.operations(), description: `mysql ${redactSecrets(url)}`, close: () => store.close() };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url) && !/^(sqlite|file):/i.test(url)) {
-    throw new CliError(`database URL ${redactSecrets(url)}: unsupported scheme (use postgres://... or an SQLite file path)`, 2);
+    throw new CliError(`database URL ${redactSecrets(url)}: unsupported scheme (use postgres://..., mysql://... or an SQLite file path)`, 2);
   }
   const file = resolve(url.replace(/^(sqlite|file):(\/\/)?/i, ""));
   if (!existsSync(file)) {

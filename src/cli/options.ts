@@ -5,7 +5,7 @@ import { CliError } from "./cli-error.js";
 export const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
 
 export const databaseUrlOption = () =>
-  new Option("--database-url <url>", "postgres://... or an SQLite file; default: $DATABASE_URL, else ./data/ledger.sqlite");
+  new Option("--database-url <url>", "postgres://..., mysql://... or an SQLite file; default: $DATABASE_URL, else ./data/ledger.sqlite");
 
 export const jsonOption = () => new Option("--json", "print JSON instead of text");
 

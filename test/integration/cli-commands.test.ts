@@ -1,14 +1,14 @@
 /**
  * Every `rabbit-inbox` command as a subprocess (bin/rabbit-inbox.js, the package's bin) against a
- * real PostgreSQL schema or SQLite file and the real broker, with its output checked: help,
+ * real PostgreSQL schema, MariaDB database or SQLite file and the real broker, with its output checked: help,
  * one-line errors and exit codes, migrate, status, doctor, cleanup and the quarantine commands.
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
-import { createPgSchema, createSqliteFile } from "../support/databases.js";
+import { createMysqlDatabase, createPgSchema, createSqliteFile } from "../support/databases.js";
 import { type CliRun, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
-import { FIXTURE_KINDS, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { FIXTURE_KINDS, type FixtureKind, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -16,6 +16,23 @@ afterEach(async () => {
 });
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
+
+/** A new, empty database of the kind (an SQLite path not created yet); removed after the test. Returns its DATABASE_URL. */
+async function emptyDatabase(kind: FixtureKind): Promise<string> {
+  if (kind === "postgres") {
+    const schema = await createPgSchema();
+    cleanups.push(() => schema.drop());
+    return schema.url;
+  }
+  if (kind === "mysql") {
+    const database = await createMysqlDatabase();
+    cleanups.push(() => database.drop());
+    return database.url;
+  }
+  const file = await createSqliteFile();
+  cleanups.push(() => file.remove());
+  return file.file;
+}
 
 /** A failure: exactly one line on stderr, starting with the command's name, nothing on stdout, a non-zero exit. */
 function expectOneLineError(run: CliRun, code: number, pattern: RegExp): void {
@@ -64,9 +81,7 @@ describe("rabbit-inbox: help and errors", () => {
 
 describe.each(FIXTURE_KINDS)("rabbit-inbox on %s", (kind) => {
   it("migrate is idempotent; status reports records, horizon and quarantine; cleanup purges and moves the horizon", async () => {
-    const fresh = kind === "postgres" ? await createPgSchema() : await createSqliteFile();
-    cleanups.push(() => ("drop" in fresh ? fresh.drop() : fresh.remove()));
-    const freshUrl = "url" in fresh ? fresh.url : fresh.file;
+    const freshUrl = await emptyDatabase(kind);
     const first = await rabbitInboxJson<{ applied: number[]; appliedNow: number[]; latest: number }>(["migrate"], { DATABASE_URL: freshUrl });
     expect(first.appliedNow).toEqual(first.applied);
     expect(first.applied).toContain(3);
@@ -264,10 +279,9 @@ describe.each(FIXTURE_KINDS)("rabbit-inbox on %s", (kind) => {
     expect(noBroker.stdout).toMatch(/^FAIL\s+broker: cannot connect to amqp:\/\/guest:\*\*\*@127\.0\.0\.1:1/m);
     expect(noBroker.stdout + noBroker.stderr).not.toContain("sesame");
 
-    const unmigrated = kind === "postgres" ? await createPgSchema() : await createSqliteFile();
-    cleanups.push(() => ("drop" in unmigrated ? unmigrated.drop() : unmigrated.remove()));
-    if (!("drop" in unmigrated)) await import("better-sqlite3").then(({ default: Database }) => new Database(unmigrated.file).close());
-    const bare = await runRabbitInbox(["doctor"], { DATABASE_URL: "url" in unmigrated ? unmigrated.url : unmigrated.file });
+    const unmigrated = await emptyDatabase(kind);
+    if (kind === "sqlite") await import("better-sqlite3").then(({ default: Database }) => new Database(unmigrated).close());
+    const bare = await runRabbitInbox(["doctor"], { DATABASE_URL: unmigrated });
     expect(bare.code).toBe(1);
     expect(bare.stdout).toMatch(/^FAIL\s+schema: .*no rabbit-inbox tables\n\s+fix: rabbit-inbox migrate/m);
     expect(bare.stdout).toMatch(/^WARN\s+broker: topology not checked\n\s+fix: pass --queue/m);

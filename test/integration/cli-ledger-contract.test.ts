@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { cliBalances, cliQuarantine, readLedgerTables } from "../../examples/ledger/harness.js";
 import { publishAll } from "../support/broker.js";
-import { createPgSchema, createSqliteFile } from "../support/databases.js";
+import { createMysqlDatabase, createPgSchema, createSqliteFile } from "../support/databases.js";
 import { LedgerService, ledgerTopology, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -18,11 +18,16 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-async function database(kind: "postgres" | "sqlite"): Promise<string> {
+async function database(kind: "postgres" | "sqlite" | "mysql"): Promise<string> {
   if (kind === "postgres") {
     const schema = await createPgSchema();
     cleanups.push(() => schema.drop());
     return schema.url;
+  }
+  if (kind === "mysql") {
+    const db = await createMysqlDatabase();
+    cleanups.push(() => db.drop());
+    return db.url;
   }
   const file = await createSqliteFile();
   cleanups.push(() => file.remove());
@@ -31,7 +36,7 @@ async function database(kind: "postgres" | "sqlite"): Promise<string> {
 
 const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
 
-describe.each(["postgres", "sqlite"] as const)("ledger contract on %s: cleanup --older-than 0s --force, then stale", (kind) => {
+describe.each(["postgres", "sqlite", "mysql"] as const)("ledger contract on %s: cleanup --older-than 0s --force, then stale", (kind) => {
   it("purges every dedup record first seen before now; a redelivery stamped before the horizon is stale and not applied, one stamped after applies", async () => {
     const databaseUrl = await database(kind);
     const queue = `ledger.contract.${randomBytes(4).toString("hex")}`;

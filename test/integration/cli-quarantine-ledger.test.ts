@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { readLedgerTables } from "../../examples/ledger/harness.js";
 import { publishAll } from "../support/broker.js";
-import { createPgSchema, createSqliteFile } from "../support/databases.js";
+import { createMysqlDatabase, createPgSchema, createSqliteFile } from "../support/databases.js";
 import { LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -22,13 +22,17 @@ const adjusted = (id: string, account: string, delta: number) => ({ type: "balan
 interface Entry { id: number; reason: string; status: string; event_id: string | null; occurrences: number }
 interface Shown { status: string; audit: Array<{ action: string; actor: string; reason: string; options: string[]; published_at: string | null }> }
 
-describe.each(["postgres", "sqlite"] as const)("quarantine replay and discard with the ledger on %s", (kind) => {
+describe.each(["postgres", "sqlite", "mysql"] as const)("quarantine replay and discard with the ledger on %s", (kind) => {
   it("replay applies once, accept-new replaces the stored version, discard is audited", async () => {
     let databaseUrl: string;
     if (kind === "postgres") {
       const schema = await createPgSchema();
       cleanups.push(() => schema.drop());
       databaseUrl = schema.url;
+    } else if (kind === "mysql") {
+      const db = await createMysqlDatabase();
+      cleanups.push(() => db.drop());
+      databaseUrl = db.url;
     } else {
       const file = await createSqliteFile();
       cleanups.push(() => file.remove());

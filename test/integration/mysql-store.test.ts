@@ -7,6 +7,7 @@ import type { EventKey } from "../../src/core/event.js";
 import { fingerprintOf } from "../../src/core/fingerprint.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { PipelineHook } from "../../src/core/hooks.js";
+import type { OutboxRecord } from "../../src/core/store.js";
 import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { type IncomingMessage, InboxPipeline } from "../../src/core/pipeline.js";
@@ -195,10 +196,11 @@ describe("MysqlStore on MariaDB", () => {
       const check = await mysql.createConnection(fresh.url);
       try {
         const [versions] = await check.query("SELECT version, COUNT(*) AS n FROM rabbit_inbox_migrations GROUP BY version");
-        expect((versions as Array<{ version: number; n: number }>).map((v) => [Number(v.version), Number(v.n)])).toEqual([[1, 1]]);
+        expect((versions as Array<{ version: number; n: number }>).map((v) => [Number(v.version), Number(v.n)])).toEqual([[1, 1], [2, 1], [3, 1]]);
         const [tables] = await check.query("SHOW TABLES");
         expect((tables as Array<Record<string, string>>).map((t) => Object.values(t)[0]).sort()).toEqual([
-          "rabbit_inbox_dedup", "rabbit_inbox_migrations", "rabbit_inbox_quarantine",
+          "rabbit_inbox_dedup", "rabbit_inbox_migrations", "rabbit_inbox_outbox", "rabbit_inbox_purge_horizon", "rabbit_inbox_quarantine",
+          "rabbit_inbox_quarantine_audit", "rabbit_inbox_replay_grant",
         ]);
         // The key columns are binary whatever the database's default collation is.
         const [columns] = await check.query(
@@ -714,5 +716,114 @@ describe("MysqlStore on MariaDB", () => {
     expect(lines.filter((l) => l.level === "warn").map((l) => l.message)).toEqual([
       expect.stringContaining("innodb_flush_log_at_trx_commit is not 1"),
     ]);
+  });
+
+  it("migration 3 runs again after a migrator died half-way: the column and index it already added are skipped", async () => {
+    const fresh = await createMysqlDatabase();
+    const s = await MysqlStore.connect(fresh.url, { poolSize: 1 });
+    const check = await mysql.createConnection(fresh.url);
+    try {
+      await s.migrate();
+      // As if the migrator had died after the ALTER TABLE (and, the second time, after the index too).
+      for (const undo of [["DROP INDEX rabbit_inbox_quarantine_status ON rabbit_inbox_quarantine", "DROP TABLE rabbit_inbox_replay_grant"], ["DROP TABLE rabbit_inbox_purge_horizon"]]) {
+        for (const sql of [...undo, "DELETE FROM rabbit_inbox_migrations WHERE version = 3"]) await check.query(sql);
+        await s.migrate();
+        const [versions] = await check.query("SELECT version FROM rabbit_inbox_migrations ORDER BY version");
+        expect((versions as Array<{ version: number }>).map((v) => Number(v.version))).toEqual([1, 2, 3]);
+        const [indexes] = await check.query(
+          "SELECT COUNT(DISTINCT INDEX_NAME) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'rabbit_inbox_quarantine' AND INDEX_NAME = 'rabbit_inbox_quarantine_status'");
+        expect(Number((indexes as Array<{ n: number }>)[0]!.n)).toBe(1);
+        const [tables] = await check.query("SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ('rabbit_inbox_replay_grant', 'rabbit_inbox_purge_horizon')");
+        expect(Number((tables as Array<{ n: number }>)[0]!.n)).toBe(2);
+      }
+    } finally {
+      await check.end();
+      await s.close();
+      await fresh.drop();
+    }
+  });
+
+  describe("outbox", () => {
+    const record = (messageId: string, eventId: string, orderingKey: string | null = null): OutboxRecord => ({
+      messageId, exchange: "x", routingKey: "", body: Buffer.from(messageId), properties: "{}", orderingKey,
+      source: { tenant: "t1", handler: "outbox-test", eventId },
+    });
+    const ids = async (prefix: string): Promise<Map<string, number>> => {
+      const [rows] = await admin.execute("SELECT id, message_id FROM rabbit_inbox_outbox WHERE message_id LIKE ? ORDER BY id", [`${prefix}%`]);
+      return new Map((rows as Array<{ id: number; message_id: Buffer }>).map((r) => [r.message_id.toString(), Number(r.id)]));
+    };
+
+    it("ids follow the write order within each transaction, with concurrent writers and duplicate message ids skipped", async () => {
+      const [mode] = await admin.query("SELECT @@GLOBAL.innodb_autoinc_lock_mode AS m");
+      expect([0, 1, 2]).toContain(Number((mode as Array<{ m: number }>)[0]!.m)); // 1 ("consecutive") on this server
+      const writers = await Promise.all([0, 1, 2, 3].map(() => openStore({ poolSize: 2 })));
+      const written: string[][] = [];
+      await Promise.all(writers.map(async (w, wi) => {
+        for (let t = 0; t < 5; t++) {
+          // 70 rows: more than one claim chunk (64), with a duplicate of an earlier row every 7th.
+          const list: OutboxRecord[] = [];
+          for (let i = 0; i < 70; i++) {
+            list.push(i % 7 === 6 ? record(`ord-${wi}-${t}-${i - 3}`, `e-${wi}`) : record(`ord-${wi}-${t}-${i}`, `e-${wi}`, `k-${wi}`));
+          }
+          await w.transaction((tx) => tx.writeOutbox!(list));
+          written.push(list.filter((_, i) => i % 7 !== 6).map((r) => r.messageId));
+        }
+      }));
+      const byId = await ids("ord-");
+      expect(byId.size).toBe(4 * 5 * 60);
+      for (const list of written) {
+        const order = list.map((m) => byId.get(m)!);
+        expect(order).toEqual([...order].sort((a, b) => a - b));
+      }
+    });
+
+    it("signals in-process relays only after a COMMIT that wrote a row", async () => {
+      let signals = 0;
+      const off = store.outboxSignal.subscribe(() => { signals++; });
+      try {
+        await store.transaction((tx) => tx.writeOutbox!([record("sig-1", "s-1"), record("sig-2", "s-1")]));
+        expect(signals).toBe(1);
+        await store.transaction((tx) => tx.writeOutbox!([record("sig-1", "s-1"), record("sig-2", "s-1")]));
+        expect(signals).toBe(1); // both were already there: nothing written
+        await expect(store.transaction(async (tx) => { await tx.writeOutbox!([record("sig-3", "s-1")]); throw new Error("rolled back"); })).rejects.toThrow("rolled back");
+        expect(signals).toBe(1);
+        expect([...(await ids("sig-")).keys()]).toEqual(["sig-1", "sig-2"]);
+      } finally {
+        off();
+      }
+    });
+
+    it("a relay's open claim neither blocks new outbox rows nor a second relay, which skips the claimed rows and keeps key order", async () => {
+      await admin.query("UPDATE rabbit_inbox_outbox SET sent_at = UTC_TIMESTAMP(6) WHERE sent_at IS NULL"); // earlier tests' rows
+      await store.transaction((tx) => tx.writeOutbox!([record("gap-1", "g-1", "ka"), record("gap-2", "g-1")]));
+      const relayA = await openStore({ poolSize: 1 });
+      const relayB = await openStore({ poolSize: 1 });
+      const claimA = await relayA.claimOutbox({ limit: 1000 });
+      let settledA = false;
+      try {
+        expect(claimA!.rows.map((r) => r.messageId)).toEqual(["gap-1", "gap-2"]);
+        // A consumer writes while A holds its claim. Under REPEATABLE READ the claim's scan would
+        // have gap-locked key "ka" and this insert would wait for A's whole publish.
+        const writer = await openStore({ poolSize: 1 });
+        await writer.transaction(async (tx) => {
+          await tx.handle.query("SET SESSION innodb_lock_wait_timeout = 1");
+          await tx.writeOutbox!([record("gap-3", "g-2", "ka"), record("gap-4", "g-2")]);
+        });
+        // B skips A's rows; gap-3 waits behind gap-1, which A holds.
+        const claimB = await relayB.claimOutbox({ limit: 1000 });
+        expect(claimB!.rows.map((r) => r.messageId)).toEqual(["gap-4"]);
+        await claimB!.settle({ sent: claimB!.rows.map((r) => r.id), failed: [] });
+        // A duplicate's resend skips the rows A holds instead of waiting for them.
+        expect(await writer.resendOutbox("outbox-test", [{ tenant: "t1", eventId: "g-1" }])).toBe(0);
+        await claimA!.settle({ sent: [claimA!.rows[0]!.id], failed: [] });
+        settledA = true;
+        const next = await relayB.claimOutbox({ limit: 1000 });
+        expect(next!.rows.map((r) => r.messageId)).toEqual(["gap-2", "gap-3"]);
+        await next!.settle({ sent: [], failed: [] });
+      } finally {
+        if (!settledA) await claimA!.settle({ sent: [], failed: [] });
+      }
+      expect(await store.resendOutbox("outbox-test", [{ tenant: "t1", eventId: "g-1" }, { tenant: "t1", eventId: "g-2" }])).toBe(2);
+    });
   });
 });

@@ -1,11 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InboxPipeline, OutboxRelay, type OutboxRelayOptions, silentLogger } from "../../src/index.js";
-import type { PostgresStore } from "../../src/store/postgres/index.js";
-import type { SqliteStore } from "../../src/store/sqlite/index.js";
 import { closeConnectionsNamed } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {
-  BrokerProxy, ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, createOutboxDatabase, deleteExchanges, eventually,
+  BrokerProxy, ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually,
   randomExchangeName, sleep,
 } from "../support/outbox.js";
 
@@ -16,7 +14,7 @@ import {
  */
 describe.each(OUTBOX_DATABASES)("outbox with the broker down on %s", (kind) => {
   let db: OutboxTestDatabase;
-  let store: PostgresStore | SqliteStore;
+  let store: OutboxTestStore;
   let proxy: BrokerProxy;
   let tap: ExchangeTap;
   let exchange: string;

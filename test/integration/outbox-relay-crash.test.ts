@@ -2,14 +2,13 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   InboxConsumer, InboxPipeline, type Outcome, OutboxRelay, outboxMessageId, readId, silentLogger,
 } from "../../src/index.js";
-import type { PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl, deleteQueues, withChannel } from "../support/broker.js";
 import { createSqliteFile } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 import { RelayProcess } from "../support/outbox-process.js";
 import {
-  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName,
+  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName,
 } from "../support/outbox.js";
 
 /**
@@ -20,7 +19,7 @@ import {
  */
 describe.each(OUTBOX_DATABASES)("outbox relay killed between confirm and mark-sent on %s", (kind) => {
   let db: OutboxTestDatabase;
-  let store: PostgresStore | SqliteStore;
+  let store: OutboxTestStore;
   let exchange: string;
   let downstreamQueue: string;
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -103,8 +102,8 @@ describe.each(OUTBOX_DATABASES)("outbox relay killed between confirm and mark-se
     expect(await first.kill("SIGKILL")).toEqual({ code: null, signal: "SIGKILL" });
     expect(await db.rows()).toMatchObject([{ message_id: messageId, sent: false }]);
 
-    // Another relay finds the row still pending (PostgreSQL: the dead relay's transaction rolled
-    // back; SQLite: its lease ran out) and publishes it again, with the same message id.
+    // Another relay finds the row still pending (PostgreSQL, MySQL: the dead relay's transaction
+    // rolled back; SQLite: its lease ran out) and publishes it again, with the same message id.
     const second = new OutboxRelay({ url: amqpUrl, store, logger: silentLogger, pollIntervalMs: 100, cleanupIntervalMs: 0 });
     await second.start();
     cleanups.push(() => second.stop());

@@ -1,11 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InboxPipeline, type InboxHandler, OutboxRelay, type OutboxRelayOptions, outboxMessageId, silentLogger } from "../../src/index.js";
-import type { PostgresStore } from "../../src/store/postgres/index.js";
-import type { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {
-  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, createOutboxDatabase, declareExchanges, deleteExchanges, eventually,
+  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, idTable, createOutboxDatabase, declareExchanges, deleteExchanges, eventually,
   randomExchangeName, sleep,
 } from "../support/outbox.js";
 
@@ -16,7 +14,7 @@ import {
  */
 describe.each(OUTBOX_DATABASES)("outbox relay on %s", (kind) => {
   let db: OutboxTestDatabase;
-  let store: PostgresStore | SqliteStore;
+  let store: OutboxTestStore;
   let exchanges: string[];
   const closers: Array<() => Promise<unknown>> = [];
 
@@ -46,7 +44,7 @@ describe.each(OUTBOX_DATABASES)("outbox relay on %s", (kind) => {
     return t;
   }
 
-  async function relay(options: Partial<OutboxRelayOptions> = {}, target: PostgresStore | SqliteStore = store): Promise<OutboxRelay> {
+  async function relay(options: Partial<OutboxRelayOptions> = {}, target: OutboxTestStore = store): Promise<OutboxRelay> {
     const r = new OutboxRelay({ url: amqpUrl, store: target, logger: silentLogger, pollIntervalMs: 200, cleanupIntervalMs: 0, ...options });
     await r.start();
     closers.push(() => r.stop());
@@ -180,13 +178,17 @@ describe.each(OUTBOX_DATABASES)("outbox relay on %s", (kind) => {
     // Five of them were sent two hours ago; one pending row (never sent) is older still.
     const rows = await db.rows();
     const old = rows.slice(0, 5).map((row) => row.id).join(", ");
-    await db.exec(kind === "postgres"
-      ? `UPDATE rabbit_inbox_outbox SET sent_at = now() - interval '2 hours' WHERE id IN (${old})`
-      : `UPDATE rabbit_inbox_outbox SET sent_at = sent_at - 7200000 WHERE id IN (${old})`);
+    await db.exec({
+      postgres: `UPDATE rabbit_inbox_outbox SET sent_at = now() - interval '2 hours' WHERE id IN (${old})`,
+      mysql: `UPDATE rabbit_inbox_outbox SET sent_at = sent_at - INTERVAL 2 HOUR WHERE id IN (${old})`,
+      sqlite: `UPDATE rabbit_inbox_outbox SET sent_at = sent_at - 7200000 WHERE id IN (${old})`,
+    }[kind]);
     await store.outbox.transaction(async (_tx, publish) => { await publish(target, "", "pending"); });
-    await db.exec(kind === "postgres"
-      ? "UPDATE rabbit_inbox_outbox SET created_at = now() - interval '3 hours' WHERE sent_at IS NULL"
-      : "UPDATE rabbit_inbox_outbox SET created_at = created_at - 10800000 WHERE sent_at IS NULL");
+    await db.exec({
+      postgres: "UPDATE rabbit_inbox_outbox SET created_at = now() - interval '3 hours' WHERE sent_at IS NULL",
+      mysql: "UPDATE rabbit_inbox_outbox SET created_at = created_at - INTERVAL 3 HOUR WHERE sent_at IS NULL",
+      sqlite: "UPDATE rabbit_inbox_outbox SET created_at = created_at - 10800000 WHERE sent_at IS NULL",
+    }[kind]);
 
     const cleaner = new OutboxRelay({ url: amqpUrl, store, logger: silentLogger, sentRetentionMs: 3600_000, cleanupBatchSize: 2 });
     expect(await cleaner.cleanup()).toBe(5);
@@ -203,7 +205,7 @@ describe.each(OUTBOX_DATABASES)("outbox relay on %s", (kind) => {
     const t = await tap(target);
     await relay({ pollIntervalMs: 60_000 });
     await sleep(300); // the relay's first round found nothing; its next poll is a minute away
-    // PostgreSQL: another store (its own pool), as another process would; SQLite: this store.
+    // PostgreSQL: another store (its own pool), as another process would; SQLite and MySQL (no LISTEN): this store.
     const writer = kind === "postgres" ? await db.open() : store;
     if (writer !== store) closers.push(() => writer.close());
     const started = Date.now();
@@ -215,10 +217,11 @@ describe.each(OUTBOX_DATABASES)("outbox relay on %s", (kind) => {
   it("standalone: business rows and messages commit together; a named source gives stable ids that are written once", async () => {
     const target = exchange();
     const t = await tap(target);
-    await createTable(store);
+    const orders = idTable(db, store, "orders");
+    await orders.create();
     const source = { tenant: "t1", handler: "web", eventId: "request-42" };
     const write = () => store.outbox.transaction(async (tx, publish) => {
-      await insertOrder(store, tx, "o-1");
+      await orders.insert(tx, "o-1");
       return publish(target, "", { order: "o-1" });
     }, { source });
     const first = await write();
@@ -230,19 +233,3 @@ describe.each(OUTBOX_DATABASES)("outbox relay on %s", (kind) => {
     expect(t.messages[0]!.messageId).toBe(first);
   });
 });
-
-async function createTable(store: PostgresStore | SqliteStore): Promise<void> {
-  if ("database" in store) {
-    store.database.exec("CREATE TABLE orders (id TEXT PRIMARY KEY)");
-  } else {
-    await store.transaction(async (tx) => { await tx.handle.query("CREATE TABLE orders (id text PRIMARY KEY)"); });
-  }
-}
-
-async function insertOrder(store: PostgresStore | SqliteStore, tx: unknown, id: string): Promise<void> {
-  if ("database" in store) {
-    (tx as SqliteStore["database"]).prepare("INSERT INTO orders (id) VALUES (?)").run(id);
-  } else {
-    await (tx as { query(text: string, values: unknown[]): Promise<unknown> }).query("INSERT INTO orders (id) VALUES ($1)", [id]);
-  }
-}

@@ -2,12 +2,10 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   InboxPipeline, type InboxHandler, OutboxRelay, PermanentEventError, type PipelineHook, TransientStoreError, outboxMessageId, silentLogger,
 } from "../../src/index.js";
-import type { PostgresStore } from "../../src/store/postgres/index.js";
-import type { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {
-  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, createOutboxDatabase, deleteExchanges, randomExchangeName, sleep,
+  ExchangeTap, type IdTable, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, idTable, createOutboxDatabase, deleteExchanges, randomExchangeName, sleep,
 } from "../support/outbox.js";
 
 type Event = { tenant: string; event_id: string; fail?: string };
@@ -19,16 +17,18 @@ type Event = { tenant: string; event_id: string; fail?: string };
  */
 describe.each(OUTBOX_DATABASES)("outbox rollback on %s", (kind) => {
   let db: OutboxTestDatabase;
-  let store: PostgresStore | SqliteStore;
+  let store: OutboxTestStore;
   let relay: OutboxRelay;
   let tap: ExchangeTap;
   let exchange: string;
+  let chargesTable: IdTable;
 
   beforeEach(async () => {
     db = await createOutboxDatabase(kind);
     store = await db.open();
     await store.migrate();
-    await createBusinessTable(store);
+    chargesTable = idTable(db, store, "charges");
+    await chargesTable.create();
     exchange = randomExchangeName("outbox.rollback");
     tap = await ExchangeTap.open(exchange);
     relay = new OutboxRelay({ url: amqpUrl, store, logger: silentLogger, pollIntervalMs: 100, cleanupIntervalMs: 0 });
@@ -66,7 +66,7 @@ describe.each(OUTBOX_DATABASES)("outbox rollback on %s", (kind) => {
   it("a handler that publishes and then refuses the event: no business row, no outbox row, nothing published", async () => {
     const p = pipeline({
       async handle(event, ctx) {
-        await insertCharge(store, ctx.tx, event.event_id);
+        await chargesTable.insert(ctx.tx, event.event_id);
         await ctx.publish(exchange, "", { charged: event.event_id });
         await ctx.publish(exchange, "", { receipt: event.event_id });
         if (event.fail) throw new PermanentEventError("card_declined", "declined");
@@ -76,7 +76,7 @@ describe.each(OUTBOX_DATABASES)("outbox rollback on %s", (kind) => {
     expect(outcomes[0]).toMatchObject({ kind: "quarantined", reason: "card_declined" });
     await settleWithMarker(p);
 
-    expect(await charges(store)).toEqual(["marker"]);
+    expect(await chargesTable.list()).toEqual(["marker"]);
     expect((await db.rows()).map((r) => r.source_event_id)).toEqual(["marker", "marker"]);
     expect([...tap.countsById().keys()].sort()).toEqual([id("marker", 0), id("marker", 1)].sort());
   });
@@ -133,30 +133,13 @@ describe.each(OUTBOX_DATABASES)("outbox rollback on %s", (kind) => {
 
   it("standalone: a throw inside outbox.transaction rolls back the business rows and the messages", async () => {
     await expect(store.outbox.transaction(async (tx, publish) => {
-      await insertCharge(store, tx, "web-1");
+      await chargesTable.insert(tx, "web-1");
       await publish(exchange, "", { web: 1 });
       throw new Error("request failed");
     })).rejects.toThrow("request failed");
-    expect(await charges(store)).toEqual([]);
+    expect(await chargesTable.list()).toEqual([]);
     expect(await db.rows()).toEqual([]);
     await settleWithMarker(pipeline({ async handle(event, ctx) { await ctx.publish(exchange, "", { event: event.event_id }); } }));
     expect([...tap.countsById().keys()]).toEqual([id("marker")]);
   });
 });
-
-async function createBusinessTable(store: PostgresStore | SqliteStore): Promise<void> {
-  if ("database" in store) store.database.exec("CREATE TABLE charges (id TEXT PRIMARY KEY)");
-  else await store.transaction(async (tx) => { await tx.handle.query("CREATE TABLE charges (id text PRIMARY KEY)"); });
-}
-
-async function insertCharge(store: PostgresStore | SqliteStore, tx: unknown, id: string): Promise<void> {
-  if ("database" in store) (tx as SqliteStore["database"]).prepare("INSERT INTO charges (id) VALUES (?)").run(id);
-  else await (tx as { query(text: string, values: unknown[]): Promise<unknown> }).query("INSERT INTO charges (id) VALUES ($1)", [id]);
-}
-
-async function charges(store: PostgresStore | SqliteStore): Promise<string[]> {
-  if ("database" in store) {
-    return (store.database.prepare("SELECT id FROM charges ORDER BY id").all() as Array<{ id: string }>).map((r) => r.id);
-  }
-  return store.transaction(async (tx) => (await tx.handle.query("SELECT id FROM charges ORDER BY id")).rows.map((r) => String(r.id)));
-}

@@ -1,10 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { OutboxRelay, silentLogger } from "../../src/index.js";
-import type { PostgresStore } from "../../src/store/postgres/index.js";
-import type { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "../support/broker.js";
 import {
-  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName, sleep,
+  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName, sleep,
 } from "../support/outbox.js";
 
 /**
@@ -15,8 +13,8 @@ import {
  */
 describe.each(OUTBOX_DATABASES)("two outbox relays on %s", (kind) => {
   let db: OutboxTestDatabase;
-  let writer: PostgresStore | SqliteStore;
-  const stores: Array<PostgresStore | SqliteStore> = [];
+  let writer: OutboxTestStore;
+  const stores: Array<OutboxTestStore> = [];
   const relays: OutboxRelay[] = [];
   let tap: ExchangeTap;
   let exchange: string;

@@ -1,13 +1,15 @@
 /**
- * The stale fence and the purge horizon (S13) against real PostgreSQL and SQLite: a purged event
+ * The stale fence and the purge horizon (S13) against real PostgreSQL, MariaDB and SQLite: a purged event
  * that comes back is quarantined as `stale` instead of applied a second time, a claim racing a
  * purge sees the purge's horizon, cleanup's guards hold, and the operator's one-time grants
  * (accept-stale, accept-new) let exactly one version through.
  */
+import mysql from "mysql2/promise";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { Outcome } from "../../src/core/outcome.js";
 import { RetentionGuardError, purgeExpiredDedupRecords } from "../../src/retention/index.js";
+import type { MysqlStore } from "../../src/store/mysql/index.js";
 import { pgUrl } from "../support/databases.js";
 import { FIXTURE_KINDS, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 
@@ -29,7 +31,7 @@ describe.each(FIXTURE_KINDS)("stale fence on %s", (kind) => {
     const horizon = report.horizons[0]!;
     expect(horizon.handler).toBe(HANDLER);
     // The horizon is the newest first_seen purged, not the cutoff.
-    expect(horizon.purgedThrough.getTime()).toBe(kind === "postgres" ? (newestFirstSeen as Date).getTime() : Number(newestFirstSeen));
+    expect(horizon.purgedThrough.getTime()).toBe(kind === "sqlite" ? Number(newestFirstSeen) : (newestFirstSeen as Date).getTime());
     expect((await f.ops.purgeHorizons()).map((h) => [h.handler, h.purgedThrough.getTime(), h.rowsPurged])).toEqual([[HANDLER, horizon.purgedThrough.getTime(), 2]]);
     expect(await f.dedup()).toEqual(new Map());
 
@@ -177,7 +179,7 @@ describe.each(FIXTURE_KINDS)("stale fence on %s", (kind) => {
     const partial = await purgeExpiredDedupRecords(stopped.ops, { replayWindowMs: 0, force: true, batchSize: 5, pauseMs: 0, maxBatches: 1 });
     expect(partial).toMatchObject({ purged: 5, batches: 1, incomplete: true });
     // Oldest first, and the horizon stops at the newest row deleted so far.
-    const expected = kind === "postgres" ? (firstSeen[4] as Date).getTime() : Number(firstSeen[4]);
+    const expected = kind === "sqlite" ? Number(firstSeen[4]) : (firstSeen[4] as Date).getTime();
     expect(partial.horizons[0]!.purgedThrough.getTime()).toBe(expected);
     expect((await stopped.dedup()).size).toBe(7);
   });
@@ -221,6 +223,75 @@ describe("stale fence on postgres: a claim racing a purge", () => {
       await purge.end();
     }
     expect((await f.effects()).get("r-1")).toBe(1);
+    expect(await f.dedup()).toEqual(new Map());
+  });
+});
+
+describe("stale fence on mysql: a claim racing a purge", () => {
+  /** A purge batch on its own connection, held open: the row is deleted and the horizon moved, not yet committed. */
+  async function openPurge(url: string, eventId: string): Promise<mysql.Connection> {
+    const purge = await mysql.createConnection(url);
+    await purge.query("START TRANSACTION");
+    await purge.execute("DELETE FROM rabbit_inbox_dedup WHERE event_id = ?", [eventId]);
+    await purge.execute("INSERT INTO rabbit_inbox_purge_horizon (handler, purged_through, rows_purged) VALUES (?, UTC_TIMESTAMP(6), 1)", [HANDLER]);
+    return purge;
+  }
+
+  /** Waits until some session waits for a row lock (MariaDB refreshes INNODB_TRX at most every 100 ms). */
+  async function waitForLockWait(url: string): Promise<void> {
+    const admin = await mysql.createConnection(url);
+    try {
+      for (let i = 0; ; i++) {
+        await sleep(150);
+        const [rows] = await admin.query("SELECT COUNT(*) AS n FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'");
+        if (Number((rows as Array<{ n: number }>)[0]!.n) > 0) return;
+        if (i > 60) throw new Error("the claim never waited for the purge");
+      }
+    } finally {
+      await admin.end();
+    }
+  }
+
+  it("a redelivery whose claim waited for an in-flight purge of its key is stale", async () => {
+    const f = await retentionFixture("mysql");
+    const pipeline = f.pipeline();
+    const past = new Date(Date.now() - 60_000);
+    await pipeline.process([delivery(event("r-1", { n: 1 }), { timestamp: past })]);
+    const purge = await openPurge(f.url, "r-1");
+    try {
+      let settled = false;
+      const redelivery = pipeline.process([delivery(event("r-1", { n: 1 }), { timestamp: past })]).finally(() => { settled = true; });
+      await waitForLockWait(f.url);
+      expect(settled).toBe(false);
+      await purge.query("COMMIT");
+      const [outcome] = await redelivery;
+      expect(outcome).toMatchObject({ kind: "quarantined", reason: "stale" });
+    } finally {
+      await purge.end();
+    }
+    expect((await f.effects()).get("r-1")).toBe(1);
+    expect(await f.dedup()).toEqual(new Map());
+  });
+
+  it("the horizon is read with a locking read: a REPEATABLE READ snapshot taken before the purge committed does not hide it", async () => {
+    const f = await retentionFixture("mysql");
+    const past = new Date(Date.now() - 60_000);
+    await f.pipeline().process([delivery(event("r-2", { n: 1 }), { timestamp: past })]);
+    const [stored] = (await f.rows("SELECT fingerprint FROM rabbit_inbox_dedup WHERE event_id = 'r-2'")).map((r) => String(r.fingerprint));
+    const purge = await openPurge(f.url, "r-2");
+    const store = f.store as MysqlStore;
+    try {
+      const claim = store.transaction(async (tx) => {
+        // A consistent read first: under REPEATABLE READ it fixes the snapshot, before the purge commits.
+        await tx.handle.query("SELECT COUNT(*) AS n FROM rabbit_inbox_purge_horizon");
+        return tx.claim(HANDLER, [{ key: { tenant: "t1", eventId: "r-2" }, fingerprint: stored!, eventTime: past }]);
+      });
+      await waitForLockWait(f.url);
+      await purge.query("COMMIT");
+      expect(await claim).toEqual([{ status: "stale", horizon: expect.any(Date) as Date }]);
+    } finally {
+      await purge.end();
+    }
     expect(await f.dedup()).toEqual(new Map());
   });
 });

@@ -14,11 +14,8 @@ import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databas
 export type LedgerDatabaseKind = "postgres" | "sqlite" | "mysql";
 /** Every database the ledger service runs on. */
 export const LEDGER_DATABASES: readonly LedgerDatabaseKind[] = ["postgres", "sqlite", "mysql"];
-/**
- * The databases whose ledger has a transactional outbox (publishes `balance.changed`): the
- * MySQL/MariaDB store has none yet, and its ledger declares no `.balance-changed` exchange.
- */
-export const LEDGER_OUTBOX_DATABASES: readonly LedgerDatabaseKind[] = LEDGER_DATABASES.filter((kind) => kind !== "mysql");
+/** The databases whose ledger has a transactional outbox (publishes `balance.changed`): all of them. */
+export const LEDGER_OUTBOX_DATABASES: readonly LedgerDatabaseKind[] = LEDGER_DATABASES;
 
 export interface LedgerTestContext {
   readonly kind: LedgerDatabaseKind;

@@ -1,6 +1,6 @@
 /**
  * An outbox relay as its own process, for the crash tests (started by outbox-process.ts).
- *   DATABASE_URL              postgres://... or an SQLite file
+ *   DATABASE_URL              postgres://..., mysql://... or an SQLite file
  *   AMQP_URL                  the broker
  *   RELAY_PAUSE_AFTER_CONFIRM "1": after the first confirmed round, print
  *                             `relay: paused after-confirm <message ids>` and stop all work
@@ -10,6 +10,7 @@
  */
 import { writeSync } from "node:fs";
 import { OutboxRelay, type OutboxRelayStore, createJsonLogger, describeError } from "../../src/index.js";
+import { MysqlStore } from "../../src/store/mysql/index.js";
 import { PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 
@@ -17,7 +18,9 @@ async function main(): Promise<void> {
   const databaseUrl = process.env.DATABASE_URL ?? "";
   const store: OutboxRelayStore & { close(): Promise<void> } = /^postgres(ql)?:\/\//.test(databaseUrl)
     ? await PostgresStore.connect(databaseUrl)
-    : await SqliteStore.open(databaseUrl);
+    : /^(mysql|mariadb):\/\//.test(databaseUrl)
+      ? await MysqlStore.connect(databaseUrl.replace(/^mariadb:/, "mysql:"))
+      : await SqliteStore.open(databaseUrl);
   const pause = process.env.RELAY_PAUSE_AFTER_CONFIRM === "1";
   const relay = new OutboxRelay({
     url: process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672",

@@ -2,21 +2,25 @@ import { randomBytes } from "node:crypto";
 import { type Server, type Socket, connect, createServer } from "node:net";
 import amqp from "amqplib";
 import type { ChannelModel, ConsumeMessage } from "amqplib";
+import mysql from "mysql2/promise";
 import pg from "pg";
 import Database from "better-sqlite3";
-import { PostgresStore } from "../../src/store/postgres/index.js";
+import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
+import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "./broker.js";
-import { createPgSchema, createSqliteFile } from "./databases.js";
+import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
 
 /**
- * Support for the outbox integration tests: a database per test (PostgreSQL schema or SQLite
- * file) with the outbox table read by plain SQL, a tap that records what reaches an exchange,
- * and a TCP proxy in front of the broker that a test can cut and restore.
+ * Support for the outbox integration tests: a database per test (PostgreSQL schema, MySQL/MariaDB
+ * database or SQLite file) with the outbox table read by plain SQL, a tap that records what
+ * reaches an exchange, and a TCP proxy in front of the broker that a test can cut and restore.
  */
 
-export type OutboxDatabaseKind = "postgres" | "sqlite";
-export const OUTBOX_DATABASES: readonly OutboxDatabaseKind[] = ["postgres", "sqlite"];
+export type OutboxDatabaseKind = "postgres" | "sqlite" | "mysql";
+export const OUTBOX_DATABASES: readonly OutboxDatabaseKind[] = ["postgres", "sqlite", "mysql"];
+/** A store with an outbox, as the outbox tests open them. */
+export type OutboxTestStore = PostgresStore | SqliteStore | MysqlStore;
 
 /** An outbox row as the tests read it, independently of the store code under test. */
 export interface OutboxTableRow {
@@ -32,10 +36,10 @@ export interface OutboxTableRow {
 
 export interface OutboxTestDatabase {
   kind: OutboxDatabaseKind;
-  /** DATABASE_URL for child processes: a search_path URL or the SQLite file. */
+  /** DATABASE_URL for child processes: a search_path URL, a MySQL database URL or the SQLite file. */
   url: string;
   /** Opens another store on the same database (another "process"). */
-  open(): Promise<PostgresStore | SqliteStore>;
+  open(): Promise<OutboxTestStore>;
   rows(): Promise<OutboxTableRow[]>;
   /** Runs SQL directly (test setup such as "un-send" a row), with `?`-free literal text. */
   exec(sql: string): Promise<void>;
@@ -44,8 +48,22 @@ export interface OutboxTestDatabase {
 
 const OUTBOX_ROWS_SQL = "SELECT id, message_id, exchange, ordering_key, source_event_id, sent_at IS NOT NULL AS sent, attempts, last_error FROM rabbit_inbox_outbox ORDER BY id";
 
-/** Plain-SQL access to the outbox table of a DATABASE_URL (postgres://... or an SQLite file). */
+/** Plain-SQL access to the outbox table of a DATABASE_URL (postgres://..., mysql://... or an SQLite file). */
 export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "exec"> {
+  if (/^(mysql|mariadb):\/\//i.test(url)) {
+    const query = async (sql: string): Promise<Array<Record<string, unknown>>> => {
+      const connection = await mysql.createConnection(url.replace(/^mariadb:/i, "mysql:"));
+      try {
+        return (await connection.query(sql))[0] as Array<Record<string, unknown>>;
+      } finally {
+        await connection.end();
+      }
+    };
+    return {
+      rows: async () => (await query(OUTBOX_ROWS_SQL)).map(normalizeRow),
+      exec: async (sql) => { await query(sql); },
+    };
+  }
   if (/^postgres(ql)?:\/\//i.test(url)) {
     const query = async (sql: string): Promise<Array<Record<string, unknown>>> => {
       const client = new pg.Client({ connectionString: url });
@@ -84,6 +102,14 @@ export async function createOutboxDatabase(kind: OutboxDatabaseKind): Promise<Ou
       remove: () => schema.drop(),
     };
   }
+  if (kind === "mysql") {
+    const database = await createMysqlDatabase();
+    return {
+      kind, url: database.url, ...outboxTableAt(database.url),
+      open: () => MysqlStore.connect(database.url, { poolSize: 4 }),
+      remove: () => database.drop(),
+    };
+  }
   const file = await createSqliteFile();
   return {
     kind, url: file.file, ...outboxTableAt(file.file),
@@ -92,11 +118,52 @@ export async function createOutboxDatabase(kind: OutboxDatabaseKind): Promise<Ou
   };
 }
 
+/**
+ * A one-column business table (`id` primary key) for the outbox tests, on whichever database
+ * the test runs: created outside any inbox transaction (DDL commits implicitly on MySQL),
+ * written through a transaction's handle, read back sorted.
+ */
+export interface IdTable {
+  create(): Promise<void>;
+  insert(tx: unknown, id: string): Promise<void>;
+  list(): Promise<string[]>;
+}
+
+export function idTable(db: OutboxTestDatabase, store: OutboxTestStore, table: string): IdTable {
+  if (store instanceof SqliteStore) {
+    return {
+      create: () => { store.database.exec(`CREATE TABLE ${table} (id TEXT PRIMARY KEY)`); return Promise.resolve(); },
+      insert: (tx, id) => { (tx as SqliteStore["database"]).prepare(`INSERT INTO ${table} (id) VALUES (?)`).run(id); return Promise.resolve(); },
+      list: () => Promise.resolve((store.database.prepare(`SELECT id FROM ${table} ORDER BY id`).all() as Array<{ id: string }>).map((r) => r.id)),
+    };
+  }
+  if (store instanceof MysqlStore) {
+    return {
+      create: () => db.exec(`CREATE TABLE ${table} (id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PRIMARY KEY) ENGINE=InnoDB`),
+      insert: async (tx, id) => { await (tx as MysqlConnection).execute(`INSERT INTO ${table} (id) VALUES (?)`, [id]); },
+      list: () => store.transaction(async (tx) => ((await tx.handle.query(`SELECT id FROM ${table} ORDER BY id`))[0] as Array<{ id: string }>).map((r) => r.id)),
+    };
+  }
+  return {
+    create: () => store.transaction(async (tx) => { await tx.handle.query(`CREATE TABLE ${table} (id text PRIMARY KEY)`); }),
+    insert: async (tx, id) => { await (tx as PgClient).query(`INSERT INTO ${table} (id) VALUES ($1)`, [id]); },
+    list: () => store.transaction(async (tx) => (await tx.handle.query(`SELECT id FROM ${table} ORDER BY id`)).rows.map((r) => String(r.id))),
+  };
+}
+
+/** MySQL's VARBINARY columns come back as Buffers. */
+const text = (value: unknown): string | null => {
+  if (value === null || value === undefined) return null;
+  if (Buffer.isBuffer(value)) return value.toString("utf8");
+  if (typeof value === "string") return value;
+  throw new TypeError(`outbox column: expected text, got ${typeof value}`);
+};
+
 function normalizeRow(r: Record<string, unknown>): OutboxTableRow {
   return {
-    id: Number(r.id), message_id: String(r.message_id), exchange: String(r.exchange),
-    ordering_key: (r.ordering_key as string | null) ?? null, source_event_id: (r.source_event_id as string | null) ?? null,
-    sent: Boolean(r.sent), attempts: Number(r.attempts), last_error: (r.last_error as string | null) ?? null,
+    id: Number(r.id), message_id: text(r.message_id)!, exchange: text(r.exchange)!,
+    ordering_key: text(r.ordering_key), source_event_id: text(r.source_event_id),
+    sent: Boolean(Number(r.sent)), attempts: Number(r.attempts), last_error: text(r.last_error),
   };
 }
 

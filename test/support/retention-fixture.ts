@@ -1,19 +1,21 @@
+import mysql from "mysql2/promise";
 import { afterEach } from "vitest";
 import type { InboxHandler, Logger } from "../../src/index.js";
 import { InboxPipeline, type IncomingMessage, type PipelineOptions } from "../../src/core/pipeline.js";
 import type { InboxOperations } from "../../src/store/operations.js";
+import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { type SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";
-import { createPgSchema, createSqliteFile } from "./databases.js";
+import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
 import { incomingMessage } from "./messages.js";
 
 /**
- * A real database (a fresh PostgreSQL schema or SQLite file) with the inbox tables, an `effects`
- * table WITHOUT a unique key (an event applied twice shows as two rows), a handler that writes
- * one effect per applied event, and a collecting logger.
+ * A real database (a fresh PostgreSQL schema, MySQL/MariaDB database or SQLite file) with the
+ * inbox tables, an `effects` table WITHOUT a unique key (an event applied twice shows as two
+ * rows), a handler that writes one effect per applied event, and a collecting logger.
  */
-export type FixtureKind = "postgres" | "sqlite";
-export const FIXTURE_KINDS: readonly FixtureKind[] = ["postgres", "sqlite"];
+export type FixtureKind = "postgres" | "sqlite" | "mysql";
+export const FIXTURE_KINDS: readonly FixtureKind[] = ["postgres", "sqlite", "mysql"];
 export const HANDLER = "retention";
 
 export interface LogLine { level: string; msg: string; fields: Record<string, unknown> }
@@ -22,7 +24,7 @@ export interface RetentionFixture {
   kind: FixtureKind;
   /** DATABASE_URL for the `rabbit-inbox` command. */
   url: string;
-  store: PostgresStore | SqliteStore;
+  store: PostgresStore | SqliteStore | MysqlStore;
   ops: InboxOperations;
   logs: LogLine[];
   logger: Logger;
@@ -31,7 +33,10 @@ export interface RetentionFixture {
   effects(): Promise<Map<string, number>>;
   /** Dedup rows of the test handler, by event id -> fingerprint. */
   dedup(): Promise<Map<string, string>>;
-  /** Rows of any table, with plain SQL. */
+  /**
+   * Rows of any table, with plain SQL. Times are Dates on PostgreSQL and MySQL (read as UTC, to
+   * the millisecond), epoch ms on SQLite; MySQL's VARBINARY columns are Buffers.
+   */
   rows(sql: string): Promise<Array<Record<string, unknown>>>;
   /** Moves a dedup record's first_seen back by `ms` (as if it had been applied that long ago). */
   backdate(eventId: string, ms: number): Promise<void>;
@@ -76,6 +81,7 @@ export async function retentionFixture(kind: FixtureKind): Promise<RetentionFixt
       },
     };
   }
+  if (kind === "mysql") return mysqlFixture(logs, logger);
   const file = await createSqliteFile();
   const store = await SqliteStore.open(file.file);
   cleanups.push(async () => { await store.close(); await file.remove(); });
@@ -98,6 +104,37 @@ export async function retentionFixture(kind: FixtureKind): Promise<RetentionFixt
     backdate: (eventId, ms) => {
       store.database.prepare("UPDATE rabbit_inbox_dedup SET first_seen = first_seen - ? WHERE event_id = ?").run(ms, eventId);
       return Promise.resolve();
+    },
+  };
+}
+
+async function mysqlFixture(logs: LogLine[], logger: Logger): Promise<RetentionFixture> {
+  const database = await createMysqlDatabase();
+  const store = await MysqlStore.connect(database.url);
+  // Plain SQL on a connection of its own: DDL commits implicitly, so never inside the store's transaction.
+  const admin = await mysql.createConnection({ uri: database.url, timezone: "Z" });
+  cleanups.push(async () => { await admin.end(); await store.close(); await database.drop(); });
+  await store.migrate();
+  await admin.query(`CREATE TABLE effects (
+    tenant VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    event_id VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    n BIGINT) ENGINE=InnoDB`);
+  const handler: InboxHandler<Record<string, unknown>, MysqlConnection> = {
+    name: HANDLER,
+    async handle(event, ctx) {
+      await ctx.tx.execute("INSERT INTO effects (tenant, event_id, n) VALUES (?, ?, ?)", [ctx.key.tenant, ctx.key.eventId, (event.n as number | undefined) ?? null]);
+    },
+  };
+  const rows = async (sql: string) => (await admin.query(sql))[0] as Array<Record<string, unknown>>;
+  const text = (value: unknown) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
+  return {
+    kind: "mysql", url: database.url, store, ops: store.operations(), logs, logger,
+    pipeline: (options = {}) => new InboxPipeline({ store, handler, logger, ...options } as PipelineOptions<Record<string, unknown>, MysqlConnection>),
+    effects: async () => count(await rows("SELECT event_id FROM effects")),
+    dedup: async () => new Map((await rows(`SELECT event_id, fingerprint FROM rabbit_inbox_dedup WHERE handler = '${HANDLER}'`)).map((r) => [text(r.event_id), text(r.fingerprint)])),
+    rows,
+    backdate: async (eventId, ms) => {
+      await admin.execute("UPDATE rabbit_inbox_dedup SET first_seen = first_seen - INTERVAL ? MICROSECOND WHERE event_id = ?", [ms * 1000, eventId]);
     },
   };
 }

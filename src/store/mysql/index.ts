@@ -4,5 +4,5 @@ export {
 } from "./mysql-store.js";
 export { classifyMysqlError, isMysqlConnectionLoss, isMysqlContention } from "./classify-mysql-error.js";
 export {
-  mysqlMigrations, splitMysqlStatements, MYSQL_MAX_ID_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_FINGERPRINT_BYTES,
+  mysqlMigrations, splitMysqlStatements, mysqlSchemaObjectOf, type MysqlSchemaObject, MYSQL_MAX_ID_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_FINGERPRINT_BYTES,
 } from "./migrations.js";

@@ -12,8 +12,10 @@ export const MYSQL_MAX_FINGERPRINT_BYTES = 1024;
  * UTC_TIMESTAMP), so they do not depend on the server's or the session's time zone.
  *
  * MySQL commits DDL implicitly, so a migration cannot be one transaction: every statement must
- * be idempotent on its own (`IF NOT EXISTS`, indexes declared inside CREATE TABLE, since MySQL
- * has no `CREATE INDEX IF NOT EXISTS`), and a migrator that died half-way simply runs it again.
+ * be idempotent on its own (`IF NOT EXISTS`, indexes declared inside CREATE TABLE), and a
+ * migrator that died half-way simply runs it again. MySQL has neither `ADD COLUMN IF NOT EXISTS`
+ * nor `CREATE INDEX IF NOT EXISTS`: the migrator skips such a statement on an existing table
+ * when information_schema shows its column or index (`mysqlSchemaObjectOf`).
  * Statements are separated by a `;` at the end of a line. Never edit a shipped migration.
  *
  * The dedup key columns are VARBINARY, not VARCHAR:
@@ -80,9 +82,108 @@ CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_quarantine (
 ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 `,
   },
+  {
+    version: 2,
+    name: "transactional outbox",
+    // As the PostgreSQL migration 2. MySQL has no partial indexes: (sent_at, id) serves both the
+    // relay's scan of pending rows (`sent_at IS NULL ORDER BY id`, NULLs first) and cleanup's of
+    // old sent rows; the ordering and source indexes end with sent_at for the same reason.
+    // message_id, ordering_key and the source key are VARBINARY: compared byte for byte, like
+    // the dedup key. AMQP short strings (message id, exchange, routing key, ordering key) hold
+    // at most 255 bytes. AUTO_INCREMENT ids follow the order of the rows within a multi-row
+    // INSERT under every innodb_autoinc_lock_mode, and InnoDB keeps the counter across restarts
+    // (MariaDB 10.2.4+, MySQL 8.0), so ids are never reused: ordering follows them.
+    sql: `
+CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_outbox (
+  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  message_id      VARBINARY(255)  NOT NULL,
+  exchange        VARBINARY(255)  NOT NULL,
+  routing_key     VARBINARY(255)  NOT NULL,
+  body            LONGBLOB        NOT NULL,
+  properties      LONGTEXT        NOT NULL,
+  ordering_key    VARBINARY(255),
+  source_tenant   VARBINARY(${MYSQL_MAX_ID_BYTES}),
+  source_handler  VARBINARY(${MYSQL_MAX_HANDLER_BYTES}),
+  source_event_id VARBINARY(${MYSQL_MAX_ID_BYTES}),
+  created_at      DATETIME(6)     NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+  available_at    DATETIME(6)     NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+  sent_at         DATETIME(6),
+  attempts        INT UNSIGNED    NOT NULL DEFAULT 0,
+  last_error      MEDIUMTEXT,
+  PRIMARY KEY (id),
+  UNIQUE KEY rabbit_inbox_outbox_message_id (message_id),
+  KEY rabbit_inbox_outbox_sent (sent_at, id),
+  KEY rabbit_inbox_outbox_ordering (ordering_key, sent_at, id),
+  KEY rabbit_inbox_outbox_source (source_handler, source_tenant, source_event_id, sent_at)
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+`,
+  },
+  {
+    version: 3,
+    name: "retention and operator decisions",
+    // See the PostgreSQL migration 3. The ALTER TABLE and CREATE INDEX on the existing quarantine
+    // table are skipped by the migrator when information_schema already shows them (MySQL has no
+    // ADD COLUMN IF NOT EXISTS nor CREATE INDEX IF NOT EXISTS), so a migrator that died half-way
+    // through runs the migration again. Grant keys are VARBINARY like the dedup key.
+    sql: `
+ALTER TABLE {schema}rabbit_inbox_quarantine ADD COLUMN event_time DATETIME(6) NULL;
+CREATE INDEX rabbit_inbox_quarantine_status ON {schema}rabbit_inbox_quarantine (status, handler);
+CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_purge_horizon (
+  handler        VARBINARY(${MYSQL_MAX_HANDLER_BYTES})  NOT NULL,
+  purged_through DATETIME(6)     NOT NULL,
+  rows_purged    BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  updated_at     DATETIME(6)     NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+  PRIMARY KEY (handler)
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_quarantine_audit (
+  id            BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  quarantine_id BIGINT UNSIGNED NOT NULL,
+  action        VARCHAR(32)     NOT NULL,
+  actor         TEXT            NOT NULL,
+  reason        MEDIUMTEXT      NOT NULL,
+  options       VARCHAR(255)    NOT NULL DEFAULT '',
+  at            DATETIME(6)     NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+  published_at  DATETIME(6),
+  failure       MEDIUMTEXT,
+  PRIMARY KEY (id),
+  KEY rabbit_inbox_quarantine_audit_entry (quarantine_id)
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_replay_grant (
+  id                 BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  audit_id           BIGINT UNSIGNED NOT NULL,
+  handler            VARBINARY(${MYSQL_MAX_HANDLER_BYTES})  NOT NULL,
+  tenant             VARBINARY(${MYSQL_MAX_ID_BYTES}) NOT NULL,
+  event_id           VARBINARY(${MYSQL_MAX_ID_BYTES}) NOT NULL,
+  kind               VARCHAR(32)     NOT NULL,
+  stored_fingerprint VARBINARY(${MYSQL_MAX_FINGERPRINT_BYTES}),
+  fingerprint        VARBINARY(${MYSQL_MAX_FINGERPRINT_BYTES}) NOT NULL,
+  granted_at         DATETIME(6)     NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+  used_at            DATETIME(6),
+  PRIMARY KEY (id),
+  KEY rabbit_inbox_replay_grant_key (handler, tenant, event_id),
+  KEY rabbit_inbox_replay_grant_audit (audit_id)
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+`,
+  },
 ];
 
 /** Splits a migration into statements: each ends with `;` at the end of a line. */
 export function splitMysqlStatements(sql: string): string[] {
   return sql.split(/;[ \t]*(?:\r?\n|$)/).map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+/**
+ * What a migration statement creates on a table that may already have it, for the statements
+ * MySQL cannot make idempotent by themselves: `ALTER TABLE {schema}t ADD COLUMN c ...` and
+ * `CREATE INDEX i ON {schema}t ...`. The migrator looks it up in information_schema and skips
+ * the statement when it is there. Null for any other statement (run as it is).
+ */
+export type MysqlSchemaObject = { kind: "column" | "index"; table: string; name: string };
+
+export function mysqlSchemaObjectOf(statement: string): MysqlSchemaObject | null {
+  const column = /^ALTER\s+TABLE\s+\{schema\}(\w+)\s+ADD\s+COLUMN\s+(\w+)\s/i.exec(statement);
+  if (column) return { kind: "column", table: column[1]!, name: column[2]! };
+  const index = /^CREATE\s+INDEX\s+(\w+)\s+ON\s+\{schema\}(\w+)\s/i.exec(statement);
+  if (index) return { kind: "index", table: index[2]!, name: index[1]! };
+  return null;
 }

@@ -7,11 +7,20 @@ import {
   type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, type Store, type StoreTransaction,
   quarantineDedupKey,
 } from "../../core/store.js";
+import { Outbox } from "../../outbox/outbox.js";
+import { OutboxSignal } from "../../outbox/outbox-signal.js";
+import type { OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { classifyMysqlError, isMysqlConnectionLoss, isMysqlContention } from "./classify-mysql-error.js";
 import {
-  MYSQL_MAX_FINGERPRINT_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_ID_BYTES, mysqlMigrations, splitMysqlStatements,
+  MYSQL_MAX_FINGERPRINT_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_ID_BYTES, mysqlMigrations, mysqlSchemaObjectOf, splitMysqlStatements,
 } from "./migrations.js";
+import { MysqlClaimGuards } from "./mysql-claim-guards.js";
+import { MysqlInboxOperations } from "./mysql-operations.js";
+import { MysqlOutbox } from "./mysql-outbox.js";
+import {
+  type MysqlExec, acquire, chunked, giveBack, headerOf, nullableText, quoteIdent, rowsOf, textOf, utcDatetime, utf8,
+} from "./mysql-sql.js";
 
 /** A statement parameter, as the store and handlers pass them to mysql2. */
 export type MysqlValue = string | number | bigint | boolean | Date | Buffer | Uint8Array | null;
@@ -66,35 +75,9 @@ export interface MysqlConnectOptions extends Omit<MysqlStoreOptions<MysqlConnect
 
 /** SERVER_STATUS_IN_TRANS in the server's OK packet: a transaction is open on the session. */
 const SERVER_STATUS_IN_TRANS = 0x0001;
-/** Rows per claim statement: powers of two, so a connection prepares at most 7 claim texts. */
-const CLAIM_CHUNKS = [64, 32, 16, 8, 4, 2, 1] as const;
 /** The migration lock's name: server-wide, so it carries a hash of the database (names are at most 64 characters). */
 const MIGRATION_LOCK = "CONCAT('rabbit_inbox_migrate_', LEFT(SHA2(COALESCE(?, DATABASE(), ''), 256), 32))";
 const ISOLATION_LEVELS: ReadonlySet<string> = new Set(["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"]);
-
-function quoteIdent(name: string): string {
-  return `\`${name.replace(/`/g, "``")}\``;
-}
-
-function utf8(text: string): Buffer {
-  return Buffer.from(text, "utf8");
-}
-
-function headerOf(result: [unknown, unknown]): MysqlResultHeader {
-  return result[0] as MysqlResultHeader;
-}
-
-function rowsOf(result: [unknown, unknown]): Array<Record<string, unknown>> {
-  return result[0] as Array<Record<string, unknown>>;
-}
-
-function textOf(value: unknown): string {
-  return Buffer.isBuffer(value) ? value.toString("utf8") : String(value);
-}
-
-function nullableText(value: unknown): string | null {
-  return value === null || value === undefined ? null : textOf(value);
-}
 
 /** What one transaction learned about its session from the statements that ran on it. */
 interface SessionState {
@@ -127,8 +110,13 @@ interface SessionState {
  * mode, the handle given to handlers refuses further statements after one, and the store
  * refuses to COMMIT if the transaction ended early (a swallowed deadlock, a COMMIT or DDL in the
  * handler): otherwise the rest of the handler's writes would autocommit without the dedup row.
+ *
+ * Like the PostgreSQL store, it also applies the stale fence and the operator's replay grants
+ * inside the claim (MysqlClaimGuards), has a transactional outbox and a relay side
+ * (MysqlOutbox: `FOR UPDATE SKIP LOCKED` claims, polling only), and offers `operations()` for
+ * retention and the `rabbit-inbox` command (MysqlInboxOperations).
  */
-export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements Store<C> {
+export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements Store<C>, OutboxRelayStore {
   readonly dialect = "mysql";
   readonly maxConcurrentTransactions: number;
   private readonly pool: MysqlPool<C>;
@@ -138,6 +126,11 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
   private readonly logger: Logger;
   private readonly isolationLevel: MysqlIsolationLevel | undefined;
   private durabilityChecked = false;
+  /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
+  readonly outboxSignal = new OutboxSignal();
+  private readonly outboxSql: MysqlOutbox<C>;
+  /** Stale fence and replay grants, checked inside the claim (S13). */
+  private readonly guards: MysqlClaimGuards;
 
   constructor(options: MysqlStoreOptions<C> & { ownsPool?: boolean }) {
     if (!options.pool) throw new InboxConfigError("MysqlStore needs a pool");
@@ -151,6 +144,8 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
     this.logger = options.logger ?? silentLogger;
     this.maxConcurrentTransactions = options.maxConcurrentTransactions ?? 10;
     this.isolationLevel = options.isolationLevel;
+    this.outboxSql = new MysqlOutbox(this.pool, this.prefix);
+    this.guards = new MysqlClaimGuards(this.prefix);
   }
 
   /** Creates a pool from a `mysql://` URL (loads `mysql2` on demand) and a store that owns it. */
@@ -188,8 +183,10 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
       const applied = new Set(rowsOf(await connection.query(`SELECT version FROM ${this.prefix}rabbit_inbox_migrations`)).map((r) => Number(r.version)));
       for (const m of mysqlMigrations) {
         if (applied.has(m.version)) continue;
-        for (const statement of splitMysqlStatements(m.sql.replaceAll("{schema}", this.prefix))) {
-          await connection.query(statement);
+        for (const statement of splitMysqlStatements(m.sql)) {
+          // A column or index an earlier, interrupted run of this migration already added.
+          if (await this.schemaHas(connection, statement)) continue;
+          await connection.query(statement.replaceAll("{schema}", this.prefix));
         }
         await connection.execute(`INSERT INTO ${this.prefix}rabbit_inbox_migrations (version, name) VALUES (?, ?)`, [m.version, m.name]);
         this.logger.info("applied migration", { dialect: this.dialect, version: m.version, name: m.name });
@@ -203,6 +200,19 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
       }
       this.giveBack(connection, broken);
     }
+  }
+
+  /** True when the statement adds a column or an index that information_schema already shows. */
+  private async schemaHas(connection: C, statement: string): Promise<boolean> {
+    const object = mysqlSchemaObjectOf(statement);
+    if (!object) return false;
+    const [found] = rowsOf(await connection.execute(
+      object.kind === "column"
+        ? "SELECT COUNT(*) AS n FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ?"
+        : "SELECT COUNT(*) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND INDEX_NAME = ?",
+      [this.database ?? null, object.table, object.name],
+    ));
+    return Number(found?.n ?? 0) > 0;
   }
 
   /**
@@ -229,17 +239,19 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
   async transaction<T>(work: (tx: StoreTransaction<C>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
     const connection = await this.acquire();
     const session: SessionState = { ended: undefined };
+    const outbox = { written: false };
     let broken = false;
     let committing = false;
     try {
       if (!this.durabilityChecked) await this.checkDurability(connection);
       if (this.isolationLevel) await connection.query(`SET TRANSACTION ISOLATION LEVEL ${this.isolationLevel}`);
       await connection.query("START TRANSACTION");
-      const result = await work(this.transactionFor(connection, session));
+      const result = await work(this.transactionFor(connection, session, outbox));
       if (beforeCommit) await beforeCommit();
       if (session.ended !== undefined) throw classifyMysqlError(session.ended);
       committing = true;
       await connection.query("COMMIT");
+      if (outbox.written) this.outboxSignal.notify();
       return result;
     } catch (error) {
       broken = isMysqlConnectionLoss(error) || isMysqlConnectionLoss(session.ended);
@@ -256,11 +268,14 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
     }
   }
 
-  private transactionFor(connection: C, session: SessionState): StoreTransaction<C> {
+  private transactionFor(connection: C, session: SessionState, outbox: { written: boolean }): StoreTransaction<C> {
     return {
       handle: guardSession(connection, session),
       claim: (handler, claims) => this.claim(connection, session, handler, claims),
       quarantine: (records) => this.quarantine(connection, session, records),
+      writeOutbox: async (records) => {
+        if (await this.outboxSql.write((sql, values) => run(connection, session, sql, values), records)) outbox.written = true;
+      },
     };
   }
 
@@ -288,13 +303,10 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
       throw new InboxConfigError("claim keys must be distinct within one call");
     }
     const results: ClaimResult[] = [];
-    let offset = 0;
-    for (const size of chunkSizes(rows.length)) {
-      const chunk = rows.slice(offset, offset + size);
-      offset += size;
-      results.push(...(await this.claimChunk(connection, session, handlerBytes, chunk)));
-    }
-    return results;
+    for (const chunk of chunked(rows)) results.push(...(await this.claimChunk(connection, session, handlerBytes, chunk)));
+    const inserted = results.map((r) => r.status === "claimed");
+    const exec: MysqlExec = (sql, values) => run(connection, session, sql, values);
+    return this.guards.apply(exec, handler, claims, results, inserted);
   }
 
   private async claimChunk(
@@ -336,16 +348,19 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
       .map((x) => ({ ...x, hash: createHash("sha256").update(x.dedupKey).digest() }))
       .sort((a, b) => (a.r.handler < b.r.handler ? -1 : a.r.handler > b.r.handler ? 1 : Buffer.compare(a.hash, b.hash)));
     for (const { r, dedupKey, hash } of rows) {
+      // The new value is passed again rather than read with VALUES(event_time), deprecated by MySQL 8.0.20+.
+      const eventTime = r.eventTime ? utcDatetime(r.eventTime) : null;
       await run(connection, session,
         `INSERT INTO ${this.prefix}rabbit_inbox_quarantine
           (handler, dedup_key, dedup_key_sha256, tenant, event_id, reason, detail, fingerprint, stored_fingerprint,
-           body, body_truncated, body_sha256, properties, queue)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-         ON DUPLICATE KEY UPDATE occurrences = occurrences + 1, last_seen = UTC_TIMESTAMP(6), reason = ?, detail = ?`,
+           body, body_truncated, body_sha256, properties, queue, event_time)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON DUPLICATE KEY UPDATE occurrences = occurrences + 1, last_seen = UTC_TIMESTAMP(6), reason = ?, detail = ?,
+           event_time = COALESCE(event_time, ?), status = 'held'`,
         [
           r.handler, dedupKey, hash, r.key?.tenant ?? null, r.key?.eventId ?? null, r.reason, r.detail,
-          r.fingerprint, r.storedFingerprint, r.body, r.bodyTruncated ? 1 : 0, r.bodySha256, r.properties, r.queue,
-          r.reason, r.detail,
+          r.fingerprint, r.storedFingerprint, r.body, r.bodyTruncated ? 1 : 0, r.bodySha256, r.properties, r.queue, eventTime,
+          r.reason, r.detail, eventTime,
         ]);
     }
   }
@@ -382,25 +397,44 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
     return Number(rows[0]?.n ?? 0);
   }
 
+  /** Retention, quarantine decisions and schema status, on this store's pool (the `rabbit-inbox` command uses it). */
+  operations(): MysqlInboxOperations<C> {
+    return new MysqlInboxOperations(this.pool, this.prefix);
+  }
+
+  /**
+   * The outbox without an incoming message: `store.outbox.transaction(async (connection, publish) => ...)`
+   * writes business rows and outgoing messages in one transaction (S14).
+   */
+  get outbox(): Outbox<C> {
+    return new Outbox(this);
+  }
+
+  async resendOutbox(handler: string, keys: readonly EventKey[]): Promise<number> {
+    const due = await this.outboxSql.resend(handler, keys);
+    if (due > 0) this.outboxSignal.notify();
+    return due;
+  }
+
+  /** Rows held FOR UPDATE SKIP LOCKED in an open transaction until settled (no lease: `relayId` and `leaseMs` are unused). */
+  claimOutbox(options: { limit: number }): Promise<OutboxClaim | null> {
+    return this.outboxSql.claim(options.limit);
+  }
+
+  cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
+    return this.outboxSql.cleanup(sentBefore, limit);
+  }
+
   async close(): Promise<void> {
     if (this.ownsPool) await this.pool.end();
   }
 
-  /** A pooled connection; failing to get one means the database is unavailable, not that the event is bad. */
-  private async acquire(): Promise<C> {
-    try {
-      return await this.pool.getConnection();
-    } catch (error) {
-      const classified = classifyMysqlError(error);
-      if (classified !== error) throw classified;
-      throw new TransientStoreError(`no MySQL connection: ${describeError(error)}`, { cause: error, kind: "connection" });
-    }
+  private acquire(): Promise<C> {
+    return acquire(this.pool);
   }
 
-  /** A connection whose session broke is destroyed, never returned to the pool. */
   private giveBack(connection: C, broken: boolean): void {
-    if (broken) connection.destroy();
-    else connection.release();
+    giveBack(connection, broken);
   }
 
   private async read(sql: string, values: MysqlValue[]): Promise<Array<Record<string, unknown>>> {
@@ -420,19 +454,6 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
 /** mysql2's pool emits the raw connection it just opened. */
 interface PoolEvents {
   on(event: "connection", listener: (connection: { on(event: "error", listener: (error: Error) => void): unknown }) => void): unknown;
-}
-
-/** Splits n rows into chunks of the sizes in CLAIM_CHUNKS, largest first, keeping their order. */
-function chunkSizes(n: number): number[] {
-  const sizes: number[] = [];
-  let left = n;
-  for (const size of CLAIM_CHUNKS) {
-    while (left >= size) {
-      sizes.push(size);
-      left -= size;
-    }
-  }
-  return sizes;
 }
 
 function keyOf(tenant: Buffer, eventId: Buffer): string {

@@ -1,0 +1,332 @@
+import type { EventKey } from "../../core/event.js";
+import type {
+  AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
+} from "../../quarantine/quarantine-admin.js";
+import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
+import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
+import type { InboxOperations } from "../operations.js";
+import { classifyMysqlError, isMysqlConnectionLoss } from "./classify-mysql-error.js";
+import { mysqlMigrations } from "./migrations.js";
+import {
+  type Row, acquire, chunked, dateOfMicros, giveBack, headerOf, maybeDateOfMicros, micros, nullableText, readCommitted, rowsOf, runPooled,
+  textOf, utcDatetime, utf8,
+} from "./mysql-sql.js";
+import type { MysqlConnection, MysqlPool, MysqlValue } from "./mysql-store.js";
+
+/**
+ * Purge batches give up on a lock after this many seconds instead of queueing behind consumers
+ * (and making consumers queue behind them); the cleanup loop runs the batch again.
+ */
+const PURGE_LOCK_WAIT_TIMEOUT_S = 1;
+/** Keys per DELETE statement of a purge batch (a batch of 1000 takes 10 statements). */
+const PURGE_DELETE_CHUNKS = [256, 64, 16, 4, 1] as const;
+/** ER_NO_SUCH_TABLE */
+const NO_SUCH_TABLE = 1146;
+
+/** The quarantine columns a QuarantineDetail needs, with its times as UTC microseconds. */
+const QUARANTINE_COLUMNS = `id, handler, tenant, event_id, reason, detail, status, fingerprint, stored_fingerprint, occurrences,
+  body, body_truncated, properties, queue, ${micros("event_time")} AS event_time_us, ${micros("first_seen")} AS first_seen_us,
+  ${micros("last_seen")} AS last_seen_us`;
+const AUDIT_COLUMNS = `id, quarantine_id, action, actor, reason, options, ${micros("at")} AS at_us, ${micros("published_at")} AS published_at_us, failure`;
+
+/**
+ * Operator-side access to the MySQL/MariaDB inbox tables: retention (purge horizon, batched
+ * purge, quarantine hold), the quarantine's decisions with their audit, and the schema version.
+ * Times are UTC (`UTC_TIMESTAMP(6)`, like every time the store writes) and read as microseconds,
+ * so neither the server's nor the session's nor the driver's time zone matters. Every write is a
+ * short READ COMMITTED transaction of its own (reads see the latest commits, as on PostgreSQL);
+ * nothing here runs on the consumers' hot path.
+ */
+export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> implements InboxOperations {
+  readonly dialect = "mysql";
+  readonly migrations = mysqlMigrations;
+  private readonly t: ReturnType<typeof tables>;
+
+  constructor(private readonly pool: MysqlPool<C>, prefix: string) {
+    this.t = tables(prefix);
+  }
+
+  async appliedMigrations(): Promise<number[]> {
+    try {
+      return (await this.read(`SELECT version FROM ${this.t.migrations} ORDER BY version`)).map((r) => Number(r.version));
+    } catch (error) {
+      if (errnoOf(error) === NO_SUCH_TABLE) return []; // never migrated
+      throw error;
+    }
+  }
+
+  async now(): Promise<Date> {
+    const [row] = await this.read(`SELECT ${micros("UTC_TIMESTAMP(6)")} AS us`);
+    return dateOfMicros(row!.us);
+  }
+
+  async purgeHorizons(): Promise<PurgeHorizon[]> {
+    const rows = await this.read(
+      `SELECT handler, ${micros("purged_through")} AS purged_us, rows_purged, ${micros("updated_at")} AS updated_us
+       FROM ${this.t.horizon} ORDER BY handler`,
+    );
+    return rows.map((r) => ({
+      handler: textOf(r.handler), purgedThrough: dateOfMicros(r.purged_us), rowsPurged: Number(r.rows_purged), updatedAt: dateOfMicros(r.updated_us),
+    }));
+  }
+
+  async dedupSummary(): Promise<DedupSummary[]> {
+    const rows = await this.read(
+      `SELECT handler, COUNT(*) AS n, ${micros("MIN(first_seen)")} AS oldest_us, ${micros("MAX(first_seen)")} AS newest_us
+       FROM ${this.t.dedup} GROUP BY handler ORDER BY handler`,
+    );
+    return rows.map((r) => ({ handler: textOf(r.handler), records: Number(r.n), oldest: maybeDateOfMicros(r.oldest_us), newest: maybeDateOfMicros(r.newest_us) }));
+  }
+
+  async quarantineHold(handler?: string): Promise<QuarantineHold | null> {
+    // LEAST is NULL as soon as one argument is: the event time and the stored record count when known.
+    // The join compares the quarantine's text columns with the dedup key's bytes: a binary comparison.
+    const [r] = await this.read(
+      `SELECT q.id, q.handler, q.tenant, q.event_id, q.reason,
+         ${micros("LEAST(q.first_seen, COALESCE(q.event_time, q.first_seen), COALESCE(d.first_seen, q.first_seen))")} AS hold_us
+       FROM ${this.t.quarantine} q
+       LEFT JOIN ${this.t.dedup} d ON d.tenant = q.tenant AND d.handler = q.handler AND d.event_id = q.event_id
+       WHERE q.status = 'held'${handler === undefined ? "" : " AND q.handler = ?"}
+       ORDER BY hold_us, q.id LIMIT 1`,
+      handler === undefined ? [] : [handler],
+    );
+    if (!r) return null;
+    return {
+      holdFrom: dateOfMicros(r.hold_us), quarantineId: Number(r.id), handler: textOf(r.handler),
+      tenant: nullableText(r.tenant), eventId: nullableText(r.event_id), reason: textOf(r.reason),
+    };
+  }
+
+  async countPurgeable(cutoff: Date, handler?: string): Promise<PurgeableRecords> {
+    const [r] = await this.read(
+      `SELECT COUNT(*) AS n, ${micros("MIN(first_seen)")} AS oldest_us, ${micros("MAX(first_seen)")} AS newest_us FROM ${this.t.dedup}
+       WHERE first_seen < ?${handler === undefined ? "" : " AND handler = ?"}`,
+      handler === undefined ? [utcDatetime(cutoff)] : [utcDatetime(cutoff), utf8(handler)],
+    );
+    return { records: Number(r!.n), oldest: maybeDateOfMicros(r!.oldest_us), newest: maybeDateOfMicros(r!.newest_us) };
+  }
+
+  /**
+   * One batch, one short READ COMMITTED transaction: pick the oldest rows through the first_seen
+   * index `FOR UPDATE SKIP LOCKED` (rows a consumer holds are left for a later batch), delete
+   * them by primary key, and raise each handler's horizon to the newest first_seen deleted
+   * (GREATEST: never lowered). Any lock wait gives up after 1 s (innodb_lock_wait_timeout) and
+   * the cleanup loop runs the batch again. A claim that meets one of these rows while this runs
+   * waits for the commit, then reads the new horizon (see MysqlClaimGuards).
+   */
+  async purgeBatch(cutoff: Date, limit: number, handler?: string): Promise<PurgeBatchResult> {
+    const n = Math.max(1, Math.trunc(limit));
+    const connection = await acquire(this.pool);
+    let broken = false;
+    let timeoutSet = false;
+    try {
+      // A session variable (MySQL cannot set it per statement): saved and put back before the
+      // connection returns to the pool.
+      await connection.query(`SET @rabbit_inbox_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${PURGE_LOCK_WAIT_TIMEOUT_S}`);
+      timeoutSet = true;
+      await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+      await connection.query("START TRANSACTION");
+      try {
+        const result = await this.purgeIn(connection, cutoff, n, handler);
+        await connection.query("COMMIT");
+        return result;
+      } catch (error) {
+        if (!isMysqlConnectionLoss(error)) await connection.query("ROLLBACK").catch(() => { broken = true; });
+        throw error;
+      }
+    } catch (error) {
+      broken ||= isMysqlConnectionLoss(error);
+      throw classifyMysqlError(error);
+    } finally {
+      if (timeoutSet && !broken) {
+        await connection.query("SET SESSION innodb_lock_wait_timeout = @rabbit_inbox_lock_wait").catch(() => { broken = true; });
+      }
+      giveBack(connection, broken);
+    }
+  }
+
+  private async purgeIn(connection: C, cutoff: Date, limit: number, handler: string | undefined): Promise<PurgeBatchResult> {
+    const victims = rowsOf(await connection.execute(
+      `SELECT tenant, handler, event_id, ${micros("first_seen")} AS first_seen_us FROM ${this.t.dedup}
+       WHERE first_seen < ?${handler === undefined ? "" : " AND handler = ?"}
+       ORDER BY first_seen LIMIT ${limit}
+       FOR UPDATE SKIP LOCKED`,
+      handler === undefined ? [utcDatetime(cutoff)] : [utcDatetime(cutoff), utf8(handler)],
+    ));
+    if (victims.length === 0) return { deleted: 0, handlers: [] };
+    let deleted = 0;
+    for (const chunk of chunked(victims, PURGE_DELETE_CHUNKS)) {
+      const values: MysqlValue[] = [];
+      for (const v of chunk) values.push(v.tenant as Buffer, v.handler as Buffer, v.event_id as Buffer);
+      deleted += headerOf(await connection.execute(
+        `DELETE FROM ${this.t.dedup} WHERE ${chunk.map(() => "(tenant = ? AND handler = ? AND event_id = ?)").join(" OR ")}`, values,
+      )).affectedRows;
+    }
+    // Per handler: rows and the newest first_seen, in microseconds (the horizon keeps the precision of first_seen).
+    const per = new Map<string, { name: Buffer; rows: number; newestUs: number }>();
+    for (const v of victims) {
+      const name = v.handler as Buffer;
+      const key = name.toString("hex");
+      const h = per.get(key) ?? { name, rows: 0, newestUs: -Infinity };
+      h.rows++;
+      h.newestUs = Math.max(h.newestUs, Number(v.first_seen_us));
+      per.set(key, h);
+    }
+    const handlers: PurgeBatchResult["handlers"] = [];
+    // In one order (bytes), so that two purges never lock two horizons the other way round.
+    for (const h of [...per.values()].sort((a, b) => Buffer.compare(a.name, b.name))) {
+      const through = `TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')`;
+      await connection.execute(
+        `INSERT INTO ${this.t.horizon} (handler, purged_through, rows_purged, updated_at) VALUES (?, ${through}, ?, UTC_TIMESTAMP(6))
+         ON DUPLICATE KEY UPDATE purged_through = GREATEST(purged_through, ${through}),
+           rows_purged = rows_purged + ?, updated_at = UTC_TIMESTAMP(6)`,
+        [h.name, h.newestUs, h.rows, h.newestUs, h.rows],
+      );
+      const [row] = rowsOf(await connection.execute(`SELECT ${micros("purged_through")} AS us FROM ${this.t.horizon} WHERE handler = ?`, [h.name]));
+      handlers.push({ handler: textOf(h.name), deleted: h.rows, purgedThrough: dateOfMicros(row!.us) });
+    }
+    return { deleted, handlers: handlers.sort((a, b) => (a.handler < b.handler ? -1 : a.handler > b.handler ? 1 : 0)) };
+  }
+
+  async listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
+    const status = filter.status ?? "held";
+    const where: string[] = [];
+    const values: MysqlValue[] = [];
+    if (status !== "all") { where.push("status = ?"); values.push(status); }
+    if (filter.handler !== undefined) { where.push("handler = ?"); values.push(filter.handler); }
+    if (filter.reason !== undefined) { where.push("reason = ?"); values.push(filter.reason); }
+    const rows = await this.read(
+      `SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
+       ORDER BY id LIMIT ${limitOf(filter.limit ?? 100)}`,
+      values,
+    );
+    return rows.map(toDetail);
+  }
+
+  async getQuarantineEntry(id: number): Promise<QuarantineDetail | null> {
+    const [r] = await this.read(`SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE id = ?`, [id]);
+    return r ? toDetail(r) : null;
+  }
+
+  async quarantineCounts(): Promise<QuarantineCount[]> {
+    const rows = await this.read(
+      `SELECT handler, reason, status, COUNT(*) AS n, ${micros("MIN(first_seen)")} AS oldest_us FROM ${this.t.quarantine}
+       GROUP BY handler, reason, status ORDER BY handler, status, reason`,
+    );
+    return rows.map((r) => ({
+      handler: textOf(r.handler), reason: textOf(r.reason), status: textOf(r.status) as QuarantineStatus, entries: Number(r.n), oldest: dateOfMicros(r.oldest_us),
+    }));
+  }
+
+  async storedVersion(handler: string, key: EventKey): Promise<StoredVersion | null> {
+    const [r] = await this.read(
+      `SELECT fingerprint, ${micros("first_seen")} AS first_seen_us FROM ${this.t.dedup} WHERE tenant = ? AND handler = ? AND event_id = ?`,
+      [utf8(key.tenant), utf8(handler), utf8(key.eventId)],
+    );
+    return r ? { fingerprint: textOf(r.fingerprint), firstSeen: dateOfMicros(r.first_seen_us) } : null;
+  }
+
+  async findQuarantinedVersion(handler: string, key: EventKey, fingerprint: string): Promise<QuarantineDetail | null> {
+    const [r] = await this.read(
+      `SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE handler = ? AND tenant = ? AND event_id = ? AND fingerprint = ? ORDER BY id LIMIT 1`,
+      [handler, key.tenant, key.eventId, fingerprint],
+    );
+    return r ? toDetail(r) : null;
+  }
+
+  async quarantineAudit(quarantineId: number): Promise<AuditRecord[]> {
+    return (await this.read(`SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE quarantine_id = ? ORDER BY id`, [quarantineId])).map(toAudit);
+  }
+
+  async beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
+    return readCommitted(this.pool, async (connection) => {
+      const [found] = rowsOf(await connection.execute(`SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE id = ? FOR UPDATE`, [id]));
+      if (!found) throw noSuchEntry(id);
+      const entry = toDetail(found);
+      checkResolvable(entry, request);
+      if (request.acceptNew) {
+        const [stored] = rowsOf(await connection.execute(
+          `SELECT fingerprint FROM ${this.t.dedup} WHERE tenant = ? AND handler = ? AND event_id = ?`,
+          [utf8(entry.tenant!), utf8(entry.handler), utf8(entry.eventId!)],
+        ));
+        checkStoredStillSame(entry, stored ? textOf(stored.fingerprint) : null);
+      }
+      const inserted = headerOf(await connection.execute(
+        `INSERT INTO ${this.t.audit} (quarantine_id, action, actor, reason, options) VALUES (?, ?, ?, ?, ?)`,
+        [id, request.action, request.actor, request.reason, resolutionOptions(request)],
+      ));
+      const auditId = Number((inserted as { insertId?: unknown }).insertId);
+      const [audit] = rowsOf(await connection.execute(`SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE id = ?`, [auditId]));
+      const record = toAudit(audit!);
+      if (request.acceptNew || request.acceptStale) {
+        await connection.execute(
+          `INSERT INTO ${this.t.grant} (audit_id, handler, tenant, event_id, kind, stored_fingerprint, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          [record.id, utf8(entry.handler), utf8(entry.tenant!), utf8(entry.eventId!), request.acceptNew ? "accept-new" : "accept-stale",
+            request.acceptNew && entry.storedFingerprint !== null ? utf8(entry.storedFingerprint) : null, utf8(entry.fingerprint!)],
+        );
+      }
+      await connection.execute(`UPDATE ${this.t.quarantine} SET status = ? WHERE id = ?`, [request.action === "replay" ? "replayed" : "discarded", id]);
+      return record;
+    });
+  }
+
+  async confirmReplay(auditId: number): Promise<void> {
+    await runPooled(this.pool, `UPDATE ${this.t.audit} SET published_at = UTC_TIMESTAMP(6) WHERE id = ?`, [auditId]);
+  }
+
+  async failReplay(auditId: number, failure: string): Promise<void> {
+    await readCommitted(this.pool, async (connection) => {
+      await connection.execute(`UPDATE ${this.t.audit} SET failure = ? WHERE id = ?`, [failure, auditId]);
+      const [audit] = rowsOf(await connection.execute(`SELECT quarantine_id FROM ${this.t.audit} WHERE id = ?`, [auditId]));
+      await connection.execute(`DELETE FROM ${this.t.grant} WHERE audit_id = ? AND used_at IS NULL`, [auditId]);
+      // Unless a consumer already quarantined it again (it is then `held` with one more occurrence).
+      if (audit) await connection.execute(`UPDATE ${this.t.quarantine} SET status = 'held' WHERE id = ? AND status = 'replayed'`, [Number(audit.quarantine_id)]);
+    });
+  }
+
+  private async read(sql: string, values: MysqlValue[] = []): Promise<Row[]> {
+    return rowsOf(await runPooled(this.pool, sql, values));
+  }
+}
+
+function errnoOf(error: unknown): unknown {
+  const cause = (error as { cause?: unknown }).cause;
+  return (error as { errno?: unknown }).errno ?? (cause as { errno?: unknown } | undefined)?.errno;
+}
+
+/** LIMIT is inlined: a prepared LIMIT ? rejects mysql2's numeric parameters on MySQL 8.0.22+. */
+function limitOf(limit: number): number {
+  return Math.max(0, Math.min(Math.trunc(limit), 1_000_000));
+}
+
+function tables(prefix: string) {
+  return {
+    migrations: `${prefix}rabbit_inbox_migrations`,
+    dedup: `${prefix}rabbit_inbox_dedup`,
+    quarantine: `${prefix}rabbit_inbox_quarantine`,
+    horizon: `${prefix}rabbit_inbox_purge_horizon`,
+    audit: `${prefix}rabbit_inbox_quarantine_audit`,
+    grant: `${prefix}rabbit_inbox_replay_grant`,
+  };
+}
+
+function toDetail(r: Row): QuarantineDetail {
+  return {
+    id: Number(r.id), handler: textOf(r.handler),
+    tenant: nullableText(r.tenant), eventId: nullableText(r.event_id),
+    reason: textOf(r.reason), detail: textOf(r.detail), status: textOf(r.status) as QuarantineStatus,
+    fingerprint: nullableText(r.fingerprint), storedFingerprint: nullableText(r.stored_fingerprint),
+    occurrences: Number(r.occurrences), body: Buffer.isBuffer(r.body) ? r.body : Buffer.from(textOf(r.body), "utf8"),
+    bodyTruncated: Boolean(Number(r.body_truncated)),
+    properties: textOf(r.properties), queue: textOf(r.queue), eventTime: maybeDateOfMicros(r.event_time_us),
+    firstSeen: dateOfMicros(r.first_seen_us), lastSeen: dateOfMicros(r.last_seen_us),
+  };
+}
+
+function toAudit(r: Row): AuditRecord {
+  return {
+    id: Number(r.id), quarantineId: Number(r.quarantine_id), action: textOf(r.action) as AuditRecord["action"],
+    actor: textOf(r.actor), reason: textOf(r.reason), options: textOf(r.options), at: dateOfMicros(r.at_us),
+    publishedAt: maybeDateOfMicros(r.published_at_us), failure: nullableText(r.failure),
+  };
+}
