@@ -1,5 +1,5 @@
 import type { ClaimResult, InboxClaim } from "../../core/store.js";
-import type { PgClient } from "./postgres-store.js";
+import type { PgQuery } from "./pg-query.js";
 
 /**
  * What a PostgreSQL claim checks after its INSERT, inside the same transaction: the stale fence
@@ -29,27 +29,27 @@ export class PostgresClaimGuards {
    * Conflicts first (an operator may have let this version replace the stored one), then the
    * stale fence on what was newly inserted. `inserted` marks the claims this transaction inserted.
    */
-  async apply(client: PgClient, handler: string, claims: readonly InboxClaim[], results: ClaimResult[], inserted: readonly boolean[]): Promise<ClaimResult[]> {
+  async apply(query: PgQuery, handler: string, claims: readonly InboxClaim[], results: ClaimResult[], inserted: readonly boolean[]): Promise<ClaimResult[]> {
     for (let i = 0; i < claims.length; i++) {
       const claim = claims[i]!;
       const result = results[i]!;
       if (result.status === "exists" && result.fingerprint !== claim.fingerprint) {
-        if (await this.acceptNewVersion(client, handler, claim, result.fingerprint)) results[i] = { status: "claimed" };
+        if (await this.acceptNewVersion(query, handler, claim, result.fingerprint)) results[i] = { status: "claimed" };
       }
     }
     const fenced = claims.flatMap((c, i) => (inserted[i] && c.eventTime !== undefined ? [i] : []));
     if (fenced.length === 0) return results;
-    const horizon = await this.horizonMs(client, handler);
+    const horizon = await this.horizonMs(query, handler);
     if (horizon === null) return results;
     const stale = fenced.filter((i) => claims[i]!.eventTime!.getTime() <= horizon);
     const refused: number[] = [];
     for (const i of stale) {
-      if (!(await this.acceptStale(client, handler, claims[i]!))) refused.push(i);
+      if (!(await this.acceptStale(query, handler, claims[i]!))) refused.push(i);
     }
     if (refused.length === 0) return results;
     // The rows were inserted by this transaction only: take them back, so a later replay (or
     // the operator's grant) finds the key free, exactly as before this delivery.
-    await client.query({
+    await query({
       name: this.sql.unclaimName, text: this.sql.unclaim,
       values: [handler, refused.map((i) => claims[i]!.key.tenant), refused.map((i) => claims[i]!.key.eventId)],
     });
@@ -58,15 +58,15 @@ export class PostgresClaimGuards {
   }
 
   /** The handler's purge horizon in epoch ms (floored, so `eventTime <= horizon` is exact for ms times). */
-  private async horizonMs(client: PgClient, handler: string): Promise<number | null> {
-    const { rows } = await client.query({ name: this.sql.horizonName, text: this.sql.horizon, values: [handler] });
+  private async horizonMs(query: PgQuery, handler: string): Promise<number | null> {
+    const { rows } = await query({ name: this.sql.horizonName, text: this.sql.horizon, values: [handler] });
     const value = rows[0]?.ms;
     return value === undefined || value === null ? null : Number(value);
   }
 
   /** Swaps the stored fingerprint for this one if an unused accept-new grant names exactly both. */
-  private async acceptNewVersion(client: PgClient, handler: string, claim: InboxClaim, storedFingerprint: string): Promise<boolean> {
-    const { rows } = await client.query({
+  private async acceptNewVersion(query: PgQuery, handler: string, claim: InboxClaim, storedFingerprint: string): Promise<boolean> {
+    const { rows } = await query({
       name: this.sql.acceptNewName, text: this.sql.acceptNew,
       values: [handler, claim.key.tenant, claim.key.eventId, storedFingerprint, claim.fingerprint],
     });
@@ -74,8 +74,8 @@ export class PostgresClaimGuards {
   }
 
   /** Uses an unused accept-stale grant for exactly this version, if there is one. */
-  private async acceptStale(client: PgClient, handler: string, claim: InboxClaim): Promise<boolean> {
-    const { rows } = await client.query({
+  private async acceptStale(query: PgQuery, handler: string, claim: InboxClaim): Promise<boolean> {
+    const { rows } = await query({
       name: this.sql.acceptStaleName, text: this.sql.acceptStale,
       values: [handler, claim.key.tenant, claim.key.eventId, claim.fingerprint],
     });

@@ -4,6 +4,7 @@ import type { OutboxRecord } from "../../core/store.js";
 import { orderingKeysOf, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+import type { PgQuery, PgStatement } from "./pg-query.js";
 import type { PgClient, PgPool } from "./postgres-store.js";
 
 /**
@@ -54,16 +55,14 @@ async function checkOut<C extends PgClient>(pool: PgPool<C>): Promise<{ client: 
 const withoutNul = (text: string) => text.replaceAll("\u0000", "");
 
 /**
- * The outbox on PostgreSQL. Writes join the inbox transaction and NOTIFY in the same statement
- * (delivered at COMMIT, never for a rollback). A relay's claim is a transaction holding the
- * claimed rows `FOR UPDATE SKIP LOCKED` until it marks them: a second relay skips them, and a
- * relay that dies rolls back, so its rows stay pending and go out again.
+ * The outbox statements that run on a connection the caller already holds: the write, inside
+ * the inbox transaction, and the duplicates' resend nudge. Shared by PostgresOutbox (a pooled pg
+ * client) and PostgresExecutorStore (a data layer's transaction).
  */
-export class PostgresOutbox<C extends PgClient> {
+export class PostgresOutboxWrites {
   private readonly sql: ReturnType<typeof outboxStatements>;
 
   constructor(
-    private readonly pool: PgPool<C>,
     prefix: string,
     tag: string,
     /** The configured schema, or null to use the session's current_schema(). */
@@ -73,9 +72,9 @@ export class PostgresOutbox<C extends PgClient> {
   }
 
   /** Inserts the records in order (ids follow the order); returns how many were new. */
-  async write(client: C, records: readonly OutboxRecord[]): Promise<number> {
+  async write(query: PgQuery, records: readonly OutboxRecord[]): Promise<number> {
     if (records.length === 0) return 0;
-    const { rows } = await client.query({
+    const { rows } = await query({
       name: this.sql.writeName, text: this.sql.write,
       values: [
         records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
@@ -87,13 +86,45 @@ export class PostgresOutbox<C extends PgClient> {
     return Number(rows[0]?.n ?? 0);
   }
 
-  async resend(handler: string, keys: readonly EventKey[]): Promise<number> {
+  /** Makes the unsent rows of these events due now (one autocommit statement); returns how many. */
+  async resend(query: PgQuery, handler: string, keys: readonly EventKey[]): Promise<number> {
     if (keys.length === 0) return 0;
-    const { rows } = await this.autocommit({
+    const { rows } = await query({
       name: this.sql.resendName, text: this.sql.resend,
       values: [handler, keys.map((k) => k.tenant), keys.map((k) => k.eventId), this.schema],
     });
     return Number(rows[0]?.n ?? 0);
+  }
+}
+
+/**
+ * The outbox on PostgreSQL. Writes join the inbox transaction and NOTIFY in the same statement
+ * (delivered at COMMIT, never for a rollback). A relay's claim is a transaction holding the
+ * claimed rows `FOR UPDATE SKIP LOCKED` until it marks them: a second relay skips them, and a
+ * relay that dies rolls back, so its rows stay pending and go out again.
+ */
+export class PostgresOutbox<C extends PgClient> {
+  private readonly sql: ReturnType<typeof outboxStatements>;
+  private readonly writes: PostgresOutboxWrites;
+
+  constructor(
+    private readonly pool: PgPool<C>,
+    prefix: string,
+    tag: string,
+    /** The configured schema, or null to use the session's current_schema(). */
+    private readonly schema: string | null,
+  ) {
+    this.sql = outboxStatements(prefix, tag);
+    this.writes = new PostgresOutboxWrites(prefix, tag, schema);
+  }
+
+  /** Inserts the records in order (ids follow the order); returns how many were new. */
+  write(query: PgQuery, records: readonly OutboxRecord[]): Promise<number> {
+    return this.writes.write(query, records);
+  }
+
+  resend(handler: string, keys: readonly EventKey[]): Promise<number> {
+    return this.writes.resend((statement) => this.autocommit(statement), handler, keys);
   }
 
   async cleanup(sentBefore: Date, limit: number): Promise<number> {
@@ -196,7 +227,7 @@ export class PostgresOutbox<C extends PgClient> {
     return { close: () => { close(); return Promise.resolve(); } };
   }
 
-  private async autocommit(query: { name: string; text: string; values: unknown[] }) {
+  private async autocommit(query: PgStatement) {
     const { client, release } = await checkOut(this.pool);
     let broken = false;
     try {

@@ -2,18 +2,16 @@ import { InboxConfigError, TransientStoreError } from "../../core/errors.js";
 import type { EventKey } from "../../core/event.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import {
-  type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, type Store, type StoreTransaction,
-  quarantineDedupKey,
-} from "../../core/store.js";
+import type { QuarantineEntry, Store, StoreTransaction } from "../../core/store.js";
 import { Outbox } from "../../outbox/outbox.js";
 import { OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
-import { postgresMigrations } from "./migrations.js";
+import type { PgQuery } from "./pg-query.js";
+import { PostgresInboxSql, statementTag } from "./postgres-inbox-sql.js";
+import { applyPostgresMigrations } from "./postgres-migrator.js";
 import { PostgresOutbox } from "./postgres-outbox.js";
-import { PostgresClaimGuards } from "./postgres-claim-guards.js";
 import { PostgresInboxOperations } from "./postgres-operations.js";
 
 /** The slice of node-postgres the store uses; `pg.Pool` and `pg.PoolClient` fit it. */
@@ -60,12 +58,11 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
   private readonly ownsPool: boolean;
   private readonly prefix: string;
   private readonly logger: Logger;
-  private readonly sql: ReturnType<typeof statements>;
+  /** Claim, quarantine and the Store reads: the same SQL as PostgresExecutorStore's. */
+  private readonly inboxSql: PostgresInboxSql;
   /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
   readonly outboxSignal = new OutboxSignal();
   private readonly outboxSql: PostgresOutbox<C>;
-  /** Stale fence and replay grants, checked inside the claim (S13). */
-  private readonly guards: PostgresClaimGuards;
 
   constructor(options: PostgresStoreOptions<C> & { ownsPool?: boolean }) {
     if (!options.pool) throw new InboxConfigError("PostgresStore needs a pool");
@@ -74,9 +71,8 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     this.prefix = options.schema ? `${quoteIdent(options.schema)}.` : "";
     this.logger = options.logger ?? silentLogger;
     this.maxConcurrentTransactions = options.maxConcurrentTransactions ?? 10;
-    this.sql = statements(this.prefix, options.schema ?? "");
+    this.inboxSql = new PostgresInboxSql(this.prefix, options.schema ?? "");
     this.outboxSql = new PostgresOutbox(this.pool, this.prefix, statementTag(options.schema ?? ""), options.schema ?? null);
-    this.guards = new PostgresClaimGuards(this.prefix, statementTag(options.schema ?? ""));
   }
 
   /** Creates a pool from a connection string (loads `pg` on demand) and a store that owns it. */
@@ -98,18 +94,9 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     let broken = false;
     try {
       await client.query("BEGIN");
-      // One migrator at a time across processes; the lock ends with the transaction.
-      await client.query("SELECT pg_advisory_xact_lock(hashtext('rabbit_inbox_migrate'))");
-      await client.query(`CREATE TABLE IF NOT EXISTS ${this.prefix}rabbit_inbox_migrations (
-        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
-      const done = await client.query(`SELECT version FROM ${this.prefix}rabbit_inbox_migrations`);
-      const applied = new Set(done.rows.map((r) => Number(r.version)));
-      for (const m of postgresMigrations) {
-        if (applied.has(m.version)) continue;
-        await client.query(m.sql.replaceAll("{schema}", this.prefix));
-        await client.query(`INSERT INTO ${this.prefix}rabbit_inbox_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
-        this.logger.info("applied migration", { dialect: this.dialect, version: m.version, migration: m.name });
-      }
+      await applyPostgresMigrations((statement) => client.query(statement.text, statement.values), {
+        prefix: this.prefix, logger: this.logger, statementByStatement: false,
+      });
       await client.query("COMMIT");
     } catch (error) {
       broken = isPostgresConnectionLoss(error);
@@ -138,11 +125,11 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     client.on("error", onError);
     const outbox = { written: false };
     try {
-      await client.query(this.sql.begin);
+      await client.query("BEGIN");
       const result = await work(this.transactionFor(client, outbox));
       if (beforeCommit) await beforeCommit();
       committing = true;
-      const committed = await client.query(this.sql.commit);
+      const committed = await client.query("COMMIT");
       // PostgreSQL answers COMMIT of an aborted transaction (a handler caught an SQL error and
       // carried on) with ROLLBACK, not an error: nothing was written, so this must not ack.
       if ((committed as { command?: string }).command === "ROLLBACK") {
@@ -154,7 +141,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     } catch (error) {
       broken ||= isPostgresConnectionLoss(error);
       if (!broken && !committing) {
-        await client.query(this.sql.rollback).catch(() => { broken = true; });
+        await client.query("ROLLBACK").catch(() => { broken = true; });
       }
       throw classifyPostgresError(error, committing);
     } finally {
@@ -165,70 +152,19 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
   }
 
   private transactionFor(client: C, outbox: { written: boolean }): StoreTransaction<C> {
+    const query: PgQuery = (statement) => client.query(statement);
     return {
       handle: client,
-      claim: (handler, claims) => this.claim(client, handler, claims),
-      quarantine: (records) => this.quarantine(client, records),
+      claim: (handler, claims) => this.inboxSql.claim(query, handler, claims),
+      quarantine: (records) => this.inboxSql.quarantine(query, records),
       writeOutbox: async (records) => {
-        if ((await this.outboxSql.write(client, records)) > 0) outbox.written = true;
+        if ((await this.outboxSql.write(query, records)) > 0) outbox.written = true;
       },
     };
   }
 
-  private async claim(client: C, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]> {
-    const tenants = claims.map((c) => c.key.tenant);
-    const ids = claims.map((c) => c.key.eventId);
-    const inserted = await client.query({
-      name: this.sql.claimName, text: this.sql.claim,
-      values: [handler, tenants, ids, claims.map((c) => c.fingerprint)],
-    });
-    const allInserted = inserted.rows.length === claims.length;
-    const fenced = claims.some((c) => c.eventTime !== undefined);
-    if (allInserted && !fenced) return claims.map(() => ({ status: "claimed" }));
-    const claimed = allInserted ? null : new Set(inserted.rows.map((r) => JSON.stringify([r.tenant, r.event_id])));
-    const isInserted = claims.map((c) => claimed === null || claimed.has(JSON.stringify([c.key.tenant, c.key.eventId])));
-    let results: ClaimResult[] = claims.map(() => ({ status: "claimed" }));
-    if (!allInserted) {
-      // A new statement, so READ COMMITTED sees rows committed by the transactions we waited for.
-      const existing = await client.query({ name: this.sql.existingName, text: this.sql.existing, values: [handler, tenants, ids] });
-      const stored = new Map(existing.rows.map((r) => [JSON.stringify([r.tenant, r.event_id]), String(r.fingerprint)]));
-      results = claims.map((c, i) => {
-        if (isInserted[i]) return { status: "claimed" };
-        const fingerprint = stored.get(JSON.stringify([c.key.tenant, c.key.eventId]));
-        // Not inserted and not visible: only possible if the row was purged in between; retry.
-        if (fingerprint === undefined) throw Object.assign(new Error("inbox row vanished during claim"), { code: "40001" });
-        return { status: "exists", fingerprint };
-      });
-    }
-    return this.guards.apply(client, handler, claims, results, isInserted);
-  }
-
-  private async quarantine(client: C, records: readonly QuarantineRecord[]): Promise<void> {
-    for (const r of records) {
-      await client.query({
-        name: this.sql.quarantineName, text: this.sql.quarantine,
-        values: [
-          r.handler, quarantineDedupKey(r), r.key?.tenant ?? null, r.key?.eventId ?? null, r.reason, r.detail,
-          r.fingerprint, r.storedFingerprint, r.body, r.bodyTruncated, r.bodySha256, r.properties, r.queue,
-          r.eventTime ?? null,
-        ],
-      });
-    }
-  }
-
-  async listQuarantine(options: { handler?: string; limit?: number } = {}): Promise<QuarantineEntry[]> {
-    const { rows } = await this.query(
-      `SELECT * FROM ${this.prefix}rabbit_inbox_quarantine WHERE ($1::text IS NULL OR handler = $1) ORDER BY id DESC LIMIT $2`,
-      [options.handler ?? null, options.limit ?? 1000],
-    );
-    return rows.map((r) => ({
-      id: Number(r.id), handler: String(r.handler),
-      tenant: (r.tenant as string | null) ?? null, eventId: (r.event_id as string | null) ?? null,
-      reason: String(r.reason), detail: String(r.detail),
-      fingerprint: (r.fingerprint as string | null) ?? null, storedFingerprint: (r.stored_fingerprint as string | null) ?? null,
-      occurrences: Number(r.occurrences), body: r.body as Buffer, bodyTruncated: Boolean(r.body_truncated),
-      firstSeen: r.first_seen as Date, lastSeen: r.last_seen as Date,
-    }));
+  listQuarantine(options: { handler?: string; limit?: number } = {}): Promise<QuarantineEntry[]> {
+    return this.inboxSql.listQuarantine((statement) => this.query(statement.text, statement.values), options);
   }
 
   /** Retention, quarantine decisions and schema status, on this store's pool (the `rabbit-inbox` command uses it). */
@@ -236,12 +172,8 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     return new PostgresInboxOperations(this.pool, this.prefix, this.logger);
   }
 
-  async countInbox(handler: string, key?: EventKey): Promise<number> {
-    const { rows } = await this.query(
-      `SELECT count(*)::int AS n FROM ${this.prefix}rabbit_inbox_dedup WHERE handler = $1 AND ($2::text IS NULL OR (tenant = $2 AND event_id = $3))`,
-      [handler, key?.tenant ?? null, key?.eventId ?? null],
-    );
-    return Number(rows[0]?.n ?? 0);
+  countInbox(handler: string, key?: EventKey): Promise<number> {
+    return this.inboxSql.countInbox((statement) => this.query(statement.text, statement.values), handler, key);
   }
 
   /**
@@ -287,38 +219,4 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
   async close(): Promise<void> {
     if (this.ownsPool) await this.pool.end();
   }
-}
-
-/** Prepared-statement names must be unique per text on a connection; the schema is part of the text. */
-function statementTag(schema: string): string {
-  return schema ? `_${Buffer.from(schema).toString("hex").slice(0, 40)}` : "";
-}
-
-function statements(prefix: string, schema: string) {
-  const tag = statementTag(schema);
-  return {
-    begin: "BEGIN",
-    commit: "COMMIT",
-    rollback: "ROLLBACK",
-    claimName: `ri_claim${tag}`,
-    claim: `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
-      SELECT t.tenant, $1, t.event_id, t.fingerprint
-      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS t(tenant, event_id, fingerprint, ord)
-      ORDER BY t.ord
-      ON CONFLICT DO NOTHING
-      RETURNING tenant, event_id`,
-    existingName: `ri_existing${tag}`,
-    existing: `SELECT d.tenant, d.event_id, d.fingerprint FROM ${prefix}rabbit_inbox_dedup d
-      JOIN unnest($2::text[], $3::text[]) AS t(tenant, event_id) ON d.tenant = t.tenant AND d.event_id = t.event_id
-      WHERE d.handler = $1`,
-    quarantineName: `ri_quarantine${tag}`,
-    quarantine: `INSERT INTO ${prefix}rabbit_inbox_quarantine
-      (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue, event_time)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-      ON CONFLICT (handler, dedup_key) DO UPDATE SET
-        occurrences = ${prefix}rabbit_inbox_quarantine.occurrences + 1, last_seen = now(),
-        reason = EXCLUDED.reason, detail = EXCLUDED.detail,
-        event_time = COALESCE(${prefix}rabbit_inbox_quarantine.event_time, EXCLUDED.event_time),
-        status = 'held'`,
-  };
 }

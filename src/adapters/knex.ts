@@ -1,0 +1,40 @@
+import type { Knex } from "knex";
+import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
+import type { PgQueryResult } from "../store/postgres/postgres-store.js";
+import { toPositional } from "./placeholders.js";
+
+/**
+ * The `queryContext` of the inbox's own statements. Knex passes every response, raw ones too,
+ * through the `postProcessResponse` of your config: if yours renames columns (camelCase), return
+ * the response unchanged when `queryContext?.rabbitInbox` is true.
+ */
+export const KNEX_INBOX_QUERY_CONTEXT = { rabbitInbox: true } as const;
+
+/**
+ * Knex (client `pg`) as a PostgresExecutor: `knex.transaction()` runs each inbox transaction and
+ * the inbox SQL runs through `trx.raw()` with `?` bindings (an array stays one parameter).
+ * Knex rethrows node-postgres errors with the statement prefixed to the message; code intact.
+ */
+export function fromKnex(knex: Knex): PostgresExecutor<Knex.Transaction> {
+  return {
+    name: "knex",
+    transaction: (work) => knex.transaction((trx) => work(trx)),
+    async query(text, values, tx) {
+      const { texts, values: bindings } = toPositional(text, values);
+      // A literal `?` in the SQL would be taken for a binding: escape it.
+      const sql = texts.map((part) => part.replaceAll("?", "\\?")).join("?");
+      const result = (await (tx ?? knex).raw(sql, bindings as Knex.RawBinding[]).queryContext(KNEX_INBOX_QUERY_CONTEXT)) as Partial<PgQueryResult>;
+      const rows = result.rows ?? [];
+      return { rows, rowCount: result.rowCount ?? rows.length };
+    },
+  };
+}
+
+/**
+ * An inbox store on your Knex instance: handlers get the `Knex.Transaction` as `ctx.tx`, and the
+ * inbox record commits or rolls back with what they write through it.
+ */
+export function knexStore(knex: Knex, options: Omit<PostgresExecutorStoreOptions<Knex.Transaction>, "executor"> = {}): PostgresExecutorStore<Knex.Transaction> {
+  return new PostgresExecutorStore({ ...options, executor: fromKnex(knex) });
+}

@@ -1,0 +1,39 @@
+import type { CompiledQuery, Kysely, Transaction } from "kysely";
+import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
+import { lazyModule } from "./lazy-module.js";
+
+const kysely = lazyModule<{ CompiledQuery: typeof CompiledQuery }>("kysely", "rabbit-inbox/kysely");
+
+/**
+ * Kysely (0.28, PostgresDialect) as a PostgresExecutor: `db.transaction().execute()` runs each
+ * inbox transaction, and the inbox SQL runs as raw compiled queries through the same connection.
+ * Plugins are bypassed for the inbox's own statements (a CamelCasePlugin would rename the columns
+ * it reads); the handler's `ctx.tx` is your Transaction, plugins and all.
+ */
+export function fromKysely<DB>(db: Kysely<DB>): PostgresExecutor<Transaction<DB>> {
+  return {
+    name: "kysely",
+    transaction: (work) => db.transaction().execute(work),
+    async query(text, values, tx) {
+      const { CompiledQuery } = await kysely();
+      const result = await (tx ?? db).withoutPlugins().executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, [...values]));
+      return { rows: result.rows, rowCount: result.numAffectedRows === undefined ? result.rows.length : Number(result.numAffectedRows) };
+    },
+    // Kysely's PostgresDialect rethrows node-postgres errors as they are.
+  };
+}
+
+/**
+ * An inbox store on your Kysely instance: handlers get the Kysely `Transaction` as `ctx.tx`, and
+ * the inbox record commits or rolls back with what they write through it.
+ *
+ *     const store = kyselyStore(db);
+ *     await store.migrate();
+ *     new InboxConsumer({ url, queue, store, handler: { name: "ledger", async handle(event, { tx }) {
+ *       await tx.updateTable("accounts").set(...).where(...).execute();
+ *     } } });
+ */
+export function kyselyStore<DB>(db: Kysely<DB>, options: Omit<PostgresExecutorStoreOptions<Transaction<DB>>, "executor"> = {}): PostgresExecutorStore<Transaction<DB>> {
+  return new PostgresExecutorStore({ ...options, executor: fromKysely(db) });
+}

@@ -1,0 +1,122 @@
+/** The pure parts of the bring-your-own-transaction adapters: no database, no broker. */
+import { describe, expect, it } from "vitest";
+import { toPositional } from "../../src/adapters/placeholders.js";
+import { lazyModule } from "../../src/adapters/lazy-module.js";
+import { prismaDriverError } from "../../src/adapters/prisma.js";
+import { CommitOutcomeUnknownError, InboxConfigError, PermanentEventError, TransientStoreError } from "../../src/core/errors.js";
+import { classifyPostgresError, postgresMigrations } from "../../src/store/postgres/index.js";
+import { timestampOf } from "../../src/store/postgres/postgres-inbox-sql.js";
+import { splitMigrationStatements } from "../../src/store/postgres/postgres-migrator.js";
+
+describe("toPositional", () => {
+  it("takes a $n statement apart in placeholder order, repeating a value used twice", () => {
+    const { texts, values } = toPositional("SELECT $2::text, $1 WHERE $1 IS NULL OR x = $10", ["a", "b", 3, 4, 5, 6, 7, 8, 9, "j"]);
+    expect(texts).toEqual(["SELECT ", "::text, ", " WHERE ", " IS NULL OR x = ", ""]);
+    expect(values).toEqual(["b", "a", "a", "j"]);
+  });
+
+  it("keeps an array value as one value", () => {
+    expect(toPositional("unnest($1::text[])", [["x", "y"]]).values).toEqual([["x", "y"]]);
+  });
+
+  it("refuses a placeholder without a value", () => {
+    expect(() => toPositional("SELECT $2", ["only one"])).toThrow(RangeError);
+    expect(() => toPositional("SELECT $0", [])).toThrow(RangeError);
+  });
+});
+
+describe("timestampOf", () => {
+  it("parses PostgreSQL's timestamptz text exactly, to the millisecond, with any offset", () => {
+    expect(timestampOf("2026-01-02 03:04:05.678901+00").toISOString()).toBe("2026-01-02T03:04:05.678Z");
+    expect(timestampOf("2026-01-02 03:04:05+05:30").toISOString()).toBe("2026-01-01T21:34:05.000Z");
+    expect(timestampOf("2026-01-02 03:04:05.1-08").toISOString()).toBe("2026-01-02T11:04:05.100Z");
+    expect(timestampOf("1901-12-13 20:45:52+00:09:21").toISOString()).toBe("1901-12-13T20:36:31.000Z");
+  });
+
+  it("passes a Date through and refuses anything else", () => {
+    const now = new Date();
+    expect(timestampOf(now)).toBe(now);
+    expect(() => timestampOf("yesterday")).toThrow(TypeError);
+    expect(() => timestampOf(12)).toThrow(TypeError);
+  });
+});
+
+describe("splitMigrationStatements", () => {
+  it("splits every shipped PostgreSQL migration into whole statements", () => {
+    const normalized = (text: string) => text.replace(/\s+/g, " ").replace(/ ?; ?/g, "; ").trim();
+    for (const m of postgresMigrations) {
+      const sql = m.sql.replaceAll("{schema}", '"s".');
+      const statements = splitMigrationStatements(sql);
+      expect(statements.length).toBeGreaterThan(1);
+      for (const s of statements) expect(s).toMatch(/^(CREATE|ALTER) /);
+      // Nothing lost, nothing added: the pieces put back together are the migration.
+      expect(normalized(statements.join("; ") + ";")).toBe(normalized(sql));
+    }
+  });
+
+  it("keeps a quoted semicolon and refuses dollar quoting and comments", () => {
+    expect(splitMigrationStatements("INSERT INTO t VALUES ('a;b'); CREATE TABLE \"x;y\" (a int);")).toEqual(["INSERT INTO t VALUES ('a;b')", 'CREATE TABLE "x;y" (a int)']);
+    expect(() => splitMigrationStatements("DO $$ BEGIN PERFORM 1; END $$;")).toThrow(InboxConfigError);
+    expect(() => splitMigrationStatements("CREATE TABLE t (a int); -- done;")).toThrow(InboxConfigError);
+  });
+});
+
+/** The shape of a PrismaClientKnownRequestError (its class lives in the generated client's runtime). */
+function prismaError(code: string, meta: unknown, message = "Invalid `prisma.$queryRawUnsafe()` invocation"): Error {
+  return Object.assign(new Error(message), { name: "PrismaClientKnownRequestError", code, meta, clientVersion: "7.10.0" });
+}
+
+describe("prismaDriverError", () => {
+  const adapterCause = (cause: Record<string, unknown>) => ({ driverAdapterError: { name: "DriverAdapterError", cause } });
+
+  it("reads the SQLSTATE a driver adapter kept (raw P2010 and model P2002 alike)", () => {
+    const raw = prismaError("P2010", adapterCause({ originalCode: "22012", originalMessage: "division by zero", kind: "postgres" }));
+    const unwrapped = prismaDriverError(raw) as Error & { code: string };
+    expect(unwrapped.code).toBe("22012");
+    expect(unwrapped.message).toBe("division by zero");
+    expect(unwrapped.cause).toBe(raw);
+    const unique = prismaError("P2002", adapterCause({ originalCode: "23505", originalMessage: "duplicate key", kind: "UniqueConstraintViolation" }));
+    expect(classifyPostgresError(prismaDriverError(unique))).toBeInstanceOf(PermanentEventError);
+  });
+
+  it("reads meta.code of the query engine's raw-query failure", () => {
+    const error = prismaError("P2010", { code: "40P01", message: "deadlock detected" });
+    expect(classifyPostgresError(prismaDriverError(error))).toBeInstanceOf(TransientStoreError);
+  });
+
+  it("maps connection failures and write conflicts; at COMMIT a lost connection is an unknown outcome", () => {
+    for (const error of [prismaError("P1017", undefined, "Server has closed the connection."), prismaError("P2010", adapterCause({ kind: "ConnectionClosed" }))]) {
+      const classified = classifyPostgresError(prismaDriverError(error));
+      expect(classified).toBeInstanceOf(TransientStoreError);
+      expect((classified as TransientStoreError).kind).toBe("connection");
+      expect(classifyPostgresError(prismaDriverError(error), true)).toBeInstanceOf(CommitOutcomeUnknownError);
+    }
+    const conflict = classifyPostgresError(prismaDriverError(prismaError("P2034", undefined, "write conflict or deadlock")));
+    expect(conflict).toBeInstanceOf(TransientStoreError);
+    expect((conflict as TransientStoreError).kind).toBe("transient");
+  });
+
+  it("leaves other errors alone: an expired transaction (P2028), a missing record (P2025), a non-Prisma error", () => {
+    const expired = prismaError("P2028", { operation: "commit", timeout: 5000 });
+    expect(prismaDriverError(expired)).toBe(expired);
+    const missing = prismaError("P2025", { modelName: "Account" });
+    expect(prismaDriverError(missing)).toBe(missing);
+    const plain = Object.assign(new Error("x"), { code: "ECONNRESET" });
+    expect(prismaDriverError(plain)).toBe(plain);
+  });
+});
+
+describe("lazyModule", () => {
+  it("names the missing package and how to install it, and tries again on the next call", async () => {
+    const load = lazyModule("rabbit-inbox-no-such-package", "rabbit-inbox/test");
+    await expect(load()).rejects.toThrow(InboxConfigError);
+    await expect(load()).rejects.toThrow("npm install rabbit-inbox-no-such-package");
+  });
+
+  it("loads a package once", async () => {
+    const load = lazyModule<{ join: (...parts: string[]) => string }>("node:path", "test");
+    const [a, b] = await Promise.all([load(), load()]);
+    expect(a).toBe(b);
+    expect(typeof a.join).toBe("function");
+  });
+});
