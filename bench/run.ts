@@ -31,10 +31,14 @@ const PG_URL = process.env.BENCH_PG_URL || "postgres://postgres@127.0.0.1:5432/t
 const PREFETCH = 200;
 const ACCOUNTS = 1000;
 
-interface Args { messages: number; runs: number; dbs: string[]; json: boolean; scale: number; only: string[] | undefined }
+interface Args {
+  messages: number; runs: number; dbs: string[]; json: boolean; scale: number; only: string[] | undefined;
+  /** The batched library consumer's settings (default: the library's defaults, as the ledger runs). */
+  batched: { batchSize?: number; prefetch?: number; concurrency?: number };
+}
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "sqlite"], json: false, scale: 0, only: undefined };
+  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "sqlite"], json: false, scale: 0, only: undefined, batched: {} };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { const v = argv[++i]; if (v === undefined) throw new Error(`${a} needs a value`); return v; };
@@ -44,6 +48,9 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--json") args.json = true;
     else if (a === "--scale") args.scale = Number(next());
     else if (a === "--only") args.only = next().split(",");
+    else if (a === "--batch-size") args.batched.batchSize = Number(next());
+    else if (a === "--batched-prefetch") args.batched.prefetch = Number(next());
+    else if (a === "--concurrency") args.batched.concurrency = Number(next());
     else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--json]"); process.exit(0); }
     else throw new Error(`unknown argument ${a}`);
   }
@@ -198,14 +205,15 @@ async function openSqlite(): Promise<BenchDatabase> {
 }
 
 async function runLibrary(
-  queue: string, n: number, config: { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number },
+  queue: string, n: number,
+  config: { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number; prefetch?: number },
 ): Promise<{ seconds: number; latency: LatencyRecorder }> {
   const latency = new LatencyRecorder(n);
   let settled = 0;
   let resolveDone!: () => void;
   const done = new Promise<void>((resolve) => { resolveDone = resolve; });
   const consumer = new InboxConsumer({
-    url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger, prefetch: PREFETCH,
+    url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger, prefetch: config.prefetch ?? PREFETCH,
     ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
     ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
     onOutcome: (outcome, timing) => {
@@ -225,7 +233,7 @@ async function runLibrary(
 const SCENARIOS = ["raw", "naive", "handwritten", "strict", "batched"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
-async function runScenario(scenario: Scenario, dbName: string, n: number, preload: number): Promise<RunResult> {
+async function runScenario(scenario: Scenario, dbName: string, n: number, preload: number, batched: Args["batched"] = {}): Promise<RunResult> {
   const db = scenario === "raw" ? undefined : dbName === "postgres" ? await openPostgres() : await openSqlite();
   const queue = randomName(`bench.${scenario}`);
   try {
@@ -243,7 +251,7 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
       const { store, handler, concurrency } = db!.libraryStrict();
       measured = await runLibrary(queue, n, { store, handler, concurrency, batchSize: 1 });
     } else {
-      measured = await runLibrary(queue, n, db!.libraryBatched());
+      measured = await runLibrary(queue, n, { ...db!.libraryBatched(), ...batched });
     }
     const memory = rss.stop();
     if (db) {
@@ -280,11 +288,11 @@ async function main(): Promise<void> {
     }
     for (const dbName of args.dbs) {
       for (const scenario of scenarios.filter((s) => s !== "raw")) {
-        results.push(await runScenario(scenario, dbName, args.messages, 0));
+        results.push(await runScenario(scenario, dbName, args.messages, 0, args.batched));
         log(format(results.at(-1)!));
       }
       if (args.scale > 0) {
-        const r = await runScenario("batched", dbName, args.messages, args.scale);
+        const r = await runScenario("batched", dbName, args.messages, args.scale, args.batched);
         results.push({ ...r, scenario: `batched+${args.scale}rows` });
         log(format(results.at(-1)!));
       }
