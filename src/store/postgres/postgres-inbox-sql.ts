@@ -28,10 +28,11 @@ export class PostgresInboxSql {
   async claim(query: PgQuery, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]> {
     const tenants = claims.map((c) => c.key.tenant);
     const ids = claims.map((c) => c.key.eventId);
-    const inserted = await query({
-      name: this.sql.claimName, text: this.sql.claim,
-      values: [handler, tenants, ids, claims.map((c) => c.fingerprint)],
-    });
+    // One event (strict mode): a plain VALUES insert, cheaper to run than the unnest form.
+    const single = claims.length === 1 ? claims[0]! : undefined;
+    const inserted = single
+      ? await query({ name: this.sql.claimOneName, text: this.sql.claimOne, values: [handler, single.key.tenant, single.key.eventId, single.fingerprint] })
+      : await query({ name: this.sql.claimName, text: this.sql.claim, values: [handler, tenants, ids, claims.map((c) => c.fingerprint)] });
     const allInserted = inserted.rows.length === claims.length;
     const fenced = claims.some((c) => c.eventTime !== undefined);
     if (allInserted && !fenced) return claims.map(() => ({ status: "claimed" }));
@@ -123,6 +124,11 @@ function statements(prefix: string, tag: string) {
       SELECT t.tenant, $1, t.event_id, t.fingerprint
       FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS t(tenant, event_id, fingerprint, ord)
       ORDER BY t.ord
+      ON CONFLICT DO NOTHING
+      RETURNING tenant, event_id`,
+    claimOneName: `ri_claim_one${tag}`,
+    claimOne: `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
+      VALUES ($2, $1, $3, $4)
       ON CONFLICT DO NOTHING
       RETURNING tenant, event_id`,
     existingName: `ri_existing${tag}`,
