@@ -1,4 +1,5 @@
-import type { PgQueryResult } from "./postgres-store.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+import type { PgClient, PgPool, PgQueryResult } from "./postgres-store.js";
 
 /**
  * One statement with `$1`-style placeholders. `name` lets node-postgres prepare it once per
@@ -16,3 +17,25 @@ export interface PgStatement {
  * SQL is written once against this, whoever owns the connection.
  */
 export type PgQuery = (statement: PgStatement) => Promise<PgQueryResult>;
+
+/**
+ * One statement on a client borrowed from the pool, outside any transaction: errors classified,
+ * and a client whose session broke destroyed rather than returned to the pool.
+ */
+export async function queryOnPool<C extends PgClient>(pool: PgPool<C>, text: string, values: unknown[] = []): Promise<PgQueryResult> {
+  let client: C;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    throw classifyPostgresError(error);
+  }
+  let broken = false;
+  try {
+    return await client.query(text, values);
+  } catch (error) {
+    broken = isPostgresConnectionLoss(error);
+    throw classifyPostgresError(error);
+  } finally {
+    client.release(broken);
+  }
+}

@@ -8,6 +8,7 @@ import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, Qu
 import type { InboxOperations } from "../operations.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
 import { postgresMigrations } from "./migrations.js";
+import { queryOnPool } from "./pg-query.js";
 import type { PgClient, PgPool, PgQueryResult } from "./postgres-store.js";
 
 type Row = Record<string, unknown>;
@@ -218,22 +219,8 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
     });
   }
 
-  private async query(text: string, values: unknown[] = []): Promise<PgQueryResult> {
-    let client: C;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw classifyPostgresError(error);
-    }
-    let broken = false;
-    try {
-      return await client.query(text, values);
-    } catch (error) {
-      broken = isPostgresConnectionLoss(error);
-      throw classifyPostgresError(error);
-    } finally {
-      client.release(broken);
-    }
+  private query(text: string, values: unknown[] = []): Promise<PgQueryResult> {
+    return queryOnPool(this.pool, text, values);
   }
 
   private async transaction<T>(work: (client: C) => Promise<T>): Promise<T> {

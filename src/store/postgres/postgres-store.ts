@@ -8,7 +8,7 @@ import { OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
-import type { PgQuery } from "./pg-query.js";
+import { type PgQuery, queryOnPool } from "./pg-query.js";
 import { PostgresInboxSql, statementTag } from "./postgres-inbox-sql.js";
 import { applyPostgresMigrations } from "./postgres-migrator.js";
 import { PostgresOutbox } from "./postgres-outbox.js";
@@ -203,17 +203,8 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     return this.outboxSql.listen(onWake, onLost);
   }
 
-  private async query(text: string, values: unknown[]): Promise<PgQueryResult> {
-    const client = await this.pool.connect();
-    let broken = false;
-    try {
-      return await client.query(text, values);
-    } catch (error) {
-      broken = isPostgresConnectionLoss(error);
-      throw classifyPostgresError(error);
-    } finally {
-      client.release(broken);
-    }
+  private query(text: string, values: unknown[]): Promise<PgQueryResult> {
+    return queryOnPool(this.pool, text, values);
   }
 
   async close(): Promise<void> {
