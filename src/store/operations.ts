@@ -23,3 +23,15 @@ export interface OperationsCapable {
 export function hasOperations(store: object): store is OperationsCapable {
   return typeof (store as Partial<OperationsCapable>).operations === "function";
 }
+
+/** Names of the inbox's tables under a qualified prefix (empty, or a schema/database and a dot). */
+export function inboxTableNames(prefix: string) {
+  return {
+    migrations: `${prefix}rabbit_inbox_migrations`,
+    dedup: `${prefix}rabbit_inbox_dedup`,
+    quarantine: `${prefix}rabbit_inbox_quarantine`,
+    horizon: `${prefix}rabbit_inbox_purge_horizon`,
+    audit: `${prefix}rabbit_inbox_quarantine_audit`,
+    grant: `${prefix}rabbit_inbox_replay_grant`,
+  };
+}

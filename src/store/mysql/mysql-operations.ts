@@ -4,7 +4,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import type { InboxOperations } from "../operations.js";
+import { type InboxOperations, inboxTableNames } from "../operations.js";
 import { classifyMysqlError, isMysqlConnectionLoss } from "./classify-mysql-error.js";
 import { mysqlMigrations } from "./migrations.js";
 import {
@@ -40,10 +40,10 @@ const AUDIT_COLUMNS = `id, quarantine_id, action, actor, reason, options, ${micr
 export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> implements InboxOperations {
   readonly dialect = "mysql";
   readonly migrations = mysqlMigrations;
-  private readonly t: ReturnType<typeof tables>;
+  private readonly t: ReturnType<typeof inboxTableNames>;
 
   constructor(private readonly pool: MysqlPool<C>, prefix: string) {
-    this.t = tables(prefix);
+    this.t = inboxTableNames(prefix);
   }
 
   async appliedMigrations(): Promise<number[]> {
@@ -297,17 +297,6 @@ function errnoOf(error: unknown): unknown {
 /** LIMIT is inlined: a prepared LIMIT ? rejects mysql2's numeric parameters on MySQL 8.0.22+. */
 function limitOf(limit: number): number {
   return Math.max(0, Math.min(Math.trunc(limit), 1_000_000));
-}
-
-function tables(prefix: string) {
-  return {
-    migrations: `${prefix}rabbit_inbox_migrations`,
-    dedup: `${prefix}rabbit_inbox_dedup`,
-    quarantine: `${prefix}rabbit_inbox_quarantine`,
-    horizon: `${prefix}rabbit_inbox_purge_horizon`,
-    audit: `${prefix}rabbit_inbox_quarantine_audit`,
-    grant: `${prefix}rabbit_inbox_replay_grant`,
-  };
 }
 
 function toDetail(r: Row): QuarantineDetail {

@@ -1,6 +1,6 @@
-import { InboxConfigError } from "../../core/errors.js";
 import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store.js";
+import { heldClaim } from "../../outbox/held-claim.js";
 import { orderingKeysOf, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import { classifyMysqlError, isMysqlConnectionLoss } from "./classify-mysql-error.js";
@@ -128,20 +128,7 @@ export class MysqlOutbox<C extends MysqlConnection> {
         unsent.sort((a, b) => a.id - b.id);
         rows = sendableRows(rows, unsent);
       }
-      if (rows.length === 0) {
-        await end("COMMIT");
-        return null;
-      }
-      let settled = false;
-      return {
-        rows,
-        expiresAt: Infinity,
-        settle: async (settlement) => {
-          if (settled) throw new InboxConfigError("an outbox claim was settled twice");
-          settled = true;
-          await end("COMMIT", settlement);
-        },
-      };
+      return await heldClaim(rows, end);
     } catch (error) {
       if (!released) {
         if (open && !isMysqlConnectionLoss(error)) await end("ROLLBACK").catch(() => undefined);

@@ -5,7 +5,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import type { InboxOperations } from "../operations.js";
+import { type InboxOperations, inboxTableNames } from "../operations.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
 import { postgresMigrations } from "./migrations.js";
 import { queryOnPool } from "./pg-query.js";
@@ -27,10 +27,10 @@ const PURGE_LOCK_TIMEOUT = "1s";
 export class PostgresInboxOperations<C extends PgClient = PgClient> implements InboxOperations {
   readonly dialect = "postgres";
   readonly migrations = postgresMigrations;
-  private readonly t: ReturnType<typeof tables>;
+  private readonly t: ReturnType<typeof inboxTableNames>;
 
   constructor(private readonly pool: PgPool<C>, prefix: string, private readonly logger?: Logger) {
-    this.t = tables(prefix);
+    this.t = inboxTableNames(prefix);
   }
 
   async appliedMigrations(): Promise<number[]> {
@@ -250,17 +250,6 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
       client.release(broken);
     }
   }
-}
-
-function tables(prefix: string) {
-  return {
-    migrations: `${prefix}rabbit_inbox_migrations`,
-    dedup: `${prefix}rabbit_inbox_dedup`,
-    quarantine: `${prefix}rabbit_inbox_quarantine`,
-    horizon: `${prefix}rabbit_inbox_purge_horizon`,
-    audit: `${prefix}rabbit_inbox_quarantine_audit`,
-    grant: `${prefix}rabbit_inbox_replay_grant`,
-  };
 }
 
 function toDetail(r: Row): QuarantineDetail {

@@ -1,6 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store.js";
+import { heldClaim } from "../../outbox/held-claim.js";
 import { orderingKeysOf, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
@@ -169,20 +170,7 @@ export class PostgresOutbox<C extends PgClient> {
         const unsent = await client.query({ name: this.sql.unsentOfKeysName, text: this.sql.unsentOfKeys, values: [keys, maxId] });
         rows = sendableRows(rows, unsent.rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) })));
       }
-      if (rows.length === 0) {
-        await end("COMMIT");
-        return null;
-      }
-      let settled = false;
-      return {
-        rows,
-        expiresAt: Infinity,
-        settle: async (settlement) => {
-          if (settled) throw new InboxConfigError("an outbox claim was settled twice");
-          settled = true;
-          await end("COMMIT", settlement);
-        },
-      };
+      return await heldClaim(rows, end);
     } catch (error) {
       if (!released) {
         if (open && !isPostgresConnectionLoss(error)) await end("ROLLBACK").catch(() => undefined);
