@@ -32,9 +32,11 @@ export interface PipelineOptions<E, Tx> {
   quarantineBodyCap?: number;
   hook?: PipelineHook;
   /**
-   * Poison threshold: a delivery whose broker delivery count (`x-delivery-count`, quorum
-   * queues) reaches this is not applied again but quarantined as `retries_exhausted`, so a
-   * message that crashes the process every time cannot loop forever. Default 10.
+   * Poison threshold: an event redelivered this many times without being settled is not applied
+   * again but quarantined as `retries_exhausted`, so a message that crashes the process every
+   * time cannot loop forever. Redeliveries are counted by the store (`countRedelivery`, on
+   * classic and quorum queues alike); with a store that cannot count them, by the broker's
+   * `x-delivery-count` (quorum queues only). Default 10.
    */
   maxDeliveries?: number;
   /**
@@ -55,7 +57,7 @@ export const DEFAULT_MAX_DELIVERIES = 10;
 export const DEFAULT_QUARANTINE_BODY_CAP = 64 * 1024;
 
 type Prepared<E> =
-  | { index: number; ok: true; key: EventKey; keyString: string; event: E; fingerprint: string; poison: boolean }
+  | { index: number; ok: true; key: EventKey; keyString: string; event: E; fingerprint: string; redeliveries: number }
   | { index: number; ok: false; key: EventKey | null; fingerprint: string | null; detail: string };
 
 type Ready<E> = Extract<Prepared<E>, { ok: true }>;
@@ -92,6 +94,8 @@ export class InboxPipeline<E, Tx> {
   private readonly maxDeliveries: number;
   private readonly canDelayRetry: ((delivery: DeliveryInfo) => boolean) | undefined;
   private readonly staleFence: StaleFenceOptions | undefined;
+  /** False once the store showed it has no `countRedelivery`: then only `x-delivery-count` counts. */
+  private countsRedeliveries = true;
   /** Each message's event time, when it has one: read by its claim and its quarantine row. */
   private readonly eventTimes = new WeakMap<IncomingMessage, Date>();
 
@@ -119,7 +123,37 @@ export class InboxPipeline<E, Tx> {
   /** Decides and commits the outcome of every message; outcomes are in input order. */
   async process(messages: readonly IncomingMessage[]): Promise<Outcome[]> {
     const prepared = messages.map((m, index) => this.prepare(m, index));
-    return this.processPrepared(messages, prepared);
+    if (!this.countsRedeliveries || !messages.some((m) => isRedelivery(m.delivery))) {
+      return this.processPrepared(messages, prepared);
+    }
+    // Redeliveries follow a crash or a lost connection, and one of them may be what crashed the
+    // process. Each message goes in a transaction of its own, and each redelivered one first
+    // counts its attempt in a committed write: a message that crashes the process every time
+    // reaches the poison threshold alone, not the innocent messages that shared its batch.
+    const outcomes: Outcome[] = [];
+    for (let i = 0; i < messages.length; i++) {
+      let p: Prepared<E> = { ...prepared[i]!, index: 0 };
+      if (p.ok && isRedelivery(messages[i]!.delivery)) p = { ...p, redeliveries: await this.countRedelivery(messages[i]!, p) };
+      outcomes.push(...(await this.processPrepared([messages[i]!], [p])));
+    }
+    return outcomes;
+  }
+
+  /**
+   * The store's count of this event's redeliveries, committed before the event's own transaction
+   * starts. Falls back on the broker's count when the store cannot count (or fails to).
+   */
+  private async countRedelivery(message: IncomingMessage, p: Ready<E>): Promise<number> {
+    try {
+      const counted = await this.store.transaction((tx) => (tx.countRedelivery ? tx.countRedelivery(this.handlerName, p.key) : Promise.resolve(undefined)));
+      if (counted !== undefined) return counted;
+      this.countsRedeliveries = false;
+    } catch (error) {
+      this.logger.warn("could not count a redelivery; poison detection falls back on the broker's delivery count", {
+        handler: this.handlerName, tenant: p.key.tenant, eventId: p.key.eventId, error: describeError(error),
+      });
+    }
+    return message.delivery.deliveryCount ?? 0;
   }
 
   private prepare(message: IncomingMessage, index: number): Prepared<E> {
@@ -136,8 +170,8 @@ export class InboxPipeline<E, Tx> {
       if (eventTime) this.eventTimes.set(message, eventTime);
       const source = parsed.fingerprintSource ?? body;
       fingerprint = this.handler.fingerprint ? this.handler.fingerprint(source) : fingerprintOf(source);
-      const poison = (message.delivery.deliveryCount ?? 0) >= this.maxDeliveries;
-      return { index, ok: true, key, keyString: eventKeyString(key), event: parsed.event, fingerprint, poison };
+      const redeliveries = message.delivery.deliveryCount ?? 0;
+      return { index, ok: true, key, keyString: eventKeyString(key), event: parsed.event, fingerprint, redeliveries };
     } catch (error) {
       // For the operator only: an event refused by validation still shows its tenant and id in
       // quarantine when they are readable. Its quarantine entry is keyed by the body's hash.
@@ -294,11 +328,11 @@ export class InboxPipeline<E, Tx> {
 
     // A poison delivery that was never applied is not run again; one already applied was
     // settled above as a duplicate (its earlier attempt committed but never got acked).
-    const poisoned = toApply.filter((p) => p.poison);
+    const poisoned = toApply.filter((p) => p.redeliveries >= this.maxDeliveries);
     if (poisoned.length > 0) {
       throw new RerunWithout(poisoned.map((p) => ({
         index: p.index, reason: "retries_exhausted",
-        detail: `delivered ${messages[p.index]!.delivery.deliveryCount} times without being settled (poison message; limit ${this.maxDeliveries})`,
+        detail: `redelivered ${p.redeliveries} times without being settled (poison message: it may crash or stall its consumer; limit ${this.maxDeliveries})`,
       })));
     }
 
@@ -440,4 +474,9 @@ export class InboxPipeline<E, Tx> {
       eventTime: this.eventTimes.get(message) ?? message.delivery.timestamp ?? null,
     };
   }
+}
+
+/** A delivery the broker has handed out before (classic: the redelivered flag; quorum: a count). */
+function isRedelivery(delivery: DeliveryInfo): boolean {
+  return delivery.redelivered || (delivery.deliveryCount ?? 0) > 0;
 }

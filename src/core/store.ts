@@ -109,6 +109,15 @@ export interface StoreTransaction<Tx> {
    * still satisfies the contract: a handler's `ctx.publish` then fails with InboxConfigError.
    */
   writeOutbox?(records: readonly OutboxRecord[]): Promise<void>;
+  /**
+   * Counts one more redelivery of this event for `handler` and returns how many this store has
+   * counted (1 the first time). The pipeline calls it in a transaction of its own, committed
+   * before the event's transaction starts, so the count survives a process that crashes while
+   * handling the event: classic queues carry no delivery count, and this is how a message that
+   * kills its consumer every time is found (poison). Optional: without it, only a quorum
+   * queue's `x-delivery-count` detects poison.
+   */
+  countRedelivery?(handler: string, key: EventKey): Promise<number>;
 }
 
 /**

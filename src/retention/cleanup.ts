@@ -42,6 +42,8 @@ export interface CleanupReport {
   horizons: Array<{ handler: string; purgedThrough: Date }>;
   /** True when maxBatches or the signal stopped the run before everything eligible was purged. */
   incomplete: boolean;
+  /** Redelivery counts (poison detection) last touched before the cutoff, deleted by this run. */
+  redeliveryCountsPurged: number;
 }
 
 const TRANSIENT_ATTEMPTS = 5;
@@ -65,7 +67,7 @@ export async function purgeExpiredDedupRecords(store: RetentionStore, options: C
   const cutoff = limitedBy ? limitedBy.holdFrom : requestedCutoff;
   const report: CleanupReport = {
     dryRun: options.dryRun ?? false, replayWindowMs: options.replayWindowMs, requestedCutoff, cutoff, limitedBy,
-    purgeable: null, purged: 0, batches: 0, horizons: [], incomplete: false,
+    purgeable: null, purged: 0, batches: 0, horizons: [], incomplete: false, redeliveryCountsPurged: 0,
   };
   if (report.dryRun) {
     report.purgeable = await store.countPurgeable(cutoff, options.handler);
@@ -86,6 +88,7 @@ export async function purgeExpiredDedupRecords(store: RetentionStore, options: C
     if (batch.deleted < batchSize) break;
     if (pauseMs > 0) await sleep(pauseMs);
   }
+  if (!report.incomplete) report.redeliveryCountsPurged = await withTransientRetries(() => store.purgeRedeliveryCounts(cutoff, options.handler));
   report.horizons = [...horizons].map(([handler, purgedThrough]) => ({ handler, purgedThrough })).sort((a, b) => (a.handler < b.handler ? -1 : 1));
   return report;
 }

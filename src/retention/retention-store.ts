@@ -24,6 +24,11 @@ export interface RetentionStore {
    * transaction, so no claim can ever see the rows gone and the horizon not yet moved.
    */
   purgeBatch(cutoff: Date, limit: number, handler?: string): Promise<PurgeBatchResult>;
+  /**
+   * Deletes the redelivery counts (poison detection) last touched before `cutoff`: their events
+   * were settled or quarantined long ago. Returns how many rows went.
+   */
+  purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number>;
 }
 
 export interface PurgeHorizon {

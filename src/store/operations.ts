@@ -33,5 +33,6 @@ export function inboxTableNames(prefix: string) {
     horizon: `${prefix}rabbit_inbox_purge_horizon`,
     audit: `${prefix}rabbit_inbox_quarantine_audit`,
     grant: `${prefix}rabbit_inbox_replay_grant`,
+    redelivery: `${prefix}rabbit_inbox_redelivery`,
   };
 }

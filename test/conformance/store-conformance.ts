@@ -304,6 +304,38 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
         });
       });
 
+      describe("poison detection: redeliveries counted before the event's transaction", () => {
+        const k1 = { tenant: "t1", eventId: "e-1" };
+
+        it("countRedelivery counts per (tenant, handler, event id), and a count survives a rollback that follows it", async () => {
+          const count = (handler: string, key: EventKey) => store.transaction((tx) => tx.countRedelivery!(handler, key));
+          expect(await store.transaction((tx) => Promise.resolve(typeof tx.countRedelivery))).toBe("function");
+          expect(await count("h", k1)).toBe(1);
+          expect(await count("h", k1)).toBe(2);
+          expect(await count("h2", k1)).toBe(1);
+          expect(await count("h", { tenant: "t2", eventId: "e-1" })).toBe(1);
+          expect(await count("h", { tenant: "t1", eventId: "e-2" })).toBe(1);
+          // The count commits in its own transaction: the event's transaction failing later does not undo it.
+          await expect(store.transaction(async (tx) => { await tx.claim("h", [{ key: k1, fingerprint: "f" }]); throw new Error("crash stand-in"); })).rejects.toThrow("crash stand-in");
+          expect(await count("h", k1)).toBe(3);
+        });
+
+        it("a redelivered event is applied while under maxDeliveries, and quarantined as retries_exhausted once it reaches it", async () => {
+          const p = pipeline(counterHandler(business), { maxDeliveries: 2 });
+          const redelivered = (eventId: string, delta: number) => incomingMessage(body("t1", eventId, "a", delta), { redelivered: true });
+          // Two earlier deliveries of e-1 died with their process (counted, never committed).
+          await store.transaction((tx) => tx.countRedelivery!("conformance", k1));
+          expect(kinds(await p.process([redelivered("e-1", 5), redelivered("e-2", 7), message("t1", "e-3", "a", 11)]))).toEqual(["quarantined:retries_exhausted", "applied", "applied"]);
+          expect(await readCounter("a")).toBe(18);
+          const [entry] = await quarantine();
+          expect(entry).toMatchObject({ reason: "retries_exhausted", eventId: "e-1" });
+          expect(entry!.detail).toContain("redelivered 2 times");
+          // An event that already applied stays a duplicate however often it comes back.
+          for (let i = 0; i < 3; i++) expect(kinds(await p.process([redelivered("e-2", 7)]))).toEqual(["duplicate"]);
+          expect(await readCounter("a")).toBe(18);
+        });
+      });
+
       describe("applied, duplicate, conflict", () => {
         it("applies a new event once: dedup record and business write committed together", async () => {
           const p = pipeline(counterHandler(business));

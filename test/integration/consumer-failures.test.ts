@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import type { GetMessage, Message } from "amqplib";
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  type EventKey, InboxConfigError, InboxConsumer, type InboxHandler, type PipelineHook, TransientStoreError,
+  type EventKey, InboxConfigError, InboxConsumer, type InboxHandler, type PipelineHook, type Store, TransientStoreError,
   createJsonLogger, quorumQueueArguments, retryQueueName, silentLogger,
 } from "../../src/index.js";
 import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";
@@ -192,8 +192,17 @@ describe("consumer failure handling (real broker)", () => {
     await waitFor(async () => (await messagesReady(queue)) === 0, 5000, "work queue drained");
   });
 
-  it("quarantines a poison delivery on a quorum queue by its x-delivery-count instead of running it again", async () => {
-    const { store, effects } = await sqliteWithEffects();
+  it("quarantines a poison delivery on a quorum queue by its x-delivery-count when the store cannot count redeliveries", async () => {
+    const { store: countingStore, effects } = await sqliteWithEffects();
+    // A store without countRedelivery (a user's own Store, say): the broker's count decides.
+    const store: Store<SqliteDatabase> = {
+      dialect: countingStore.dialect, maxConcurrentTransactions: 1,
+      migrate: () => countingStore.migrate(),
+      transaction: (work, beforeCommit) => countingStore.transaction((tx) => work({ handle: tx.handle, claim: (h, c) => tx.claim(h, c), quarantine: (r) => tx.quarantine(r) }), beforeCommit),
+      listQuarantine: (options) => countingStore.listQuarantine(options),
+      countInbox: (handler, key) => countingStore.countInbox(handler, key),
+      close: () => Promise.resolve(),
+    };
     const queue = uniqueQueue();
     await withChannel((ch) => ch.assertQueue(queue, { durable: true, arguments: quorumQueueArguments() }));
     await publishAll(queue, [event(7)]);

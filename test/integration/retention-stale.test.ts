@@ -70,6 +70,22 @@ describe.each(FIXTURE_KINDS)("stale fence on %s", (kind) => {
     expect(await f.effects()).toEqual(new Map([["old", 1], ["kept", 1], ["new", 1], ["untimed", 1]]));
   });
 
+  it("cleanup removes the redelivery counts (poison detection) last touched before its cutoff", async () => {
+    const f = await retentionFixture(kind);
+    const store = f.store as { transaction<T>(work: (tx: { countRedelivery?(handler: string, key: { tenant: string; eventId: string }): Promise<number> }) => Promise<T>): Promise<T> };
+    const count = (eventId: string) => store.transaction((tx) => tx.countRedelivery!(HANDLER, { tenant: "t1", eventId }));
+    expect([await count("r-1"), await count("r-1"), await count("r-2")]).toEqual([1, 2, 1]);
+    expect((await purgeExpiredDedupRecords(f.ops, { replayWindowMs: 3_600_000, minimumWindowMs: 0 })).redeliveryCountsPurged).toBe(0);
+    await sleep(5);
+    const dry = await purgeExpiredDedupRecords(f.ops, { replayWindowMs: 0, force: true, dryRun: true });
+    expect(dry.redeliveryCountsPurged).toBe(0);
+    expect(await f.rows("SELECT event_id FROM rabbit_inbox_redelivery")).toHaveLength(2);
+    const report = await purgeExpiredDedupRecords(f.ops, { replayWindowMs: 0, force: true });
+    expect(report.redeliveryCountsPurged).toBe(2);
+    expect(await f.rows("SELECT event_id FROM rabbit_inbox_redelivery")).toHaveLength(0);
+    expect(await count("r-1")).toBe(1);
+  });
+
   it("a body field can carry the event time; an unreadable one is invalid", async () => {
     const f = await retentionFixture(kind);
     const pipeline = f.pipeline({ staleFence: { eventTimeField: "occurred_at" } });

@@ -50,7 +50,7 @@ export function cleanupCommand(): Command {
             requestedCutoff: iso(report.requestedCutoff), cutoff: iso(report.cutoff),
             limitedBy: limited ? { quarantineId: limited.quarantineId, handler: limited.handler, reason: limited.reason, tenant: limited.tenant, eventId: limited.eventId, holdFrom: iso(limited.holdFrom) } : null,
             purgeable: report.purgeable ? { records: report.purgeable.records, oldest: iso(report.purgeable.oldest), newest: iso(report.purgeable.newest) } : null,
-            purged: report.purged, batches: report.batches,
+            purged: report.purged, batches: report.batches, redeliveryCountsPurged: report.redeliveryCountsPurged,
             horizons: report.horizons.map((h) => ({ handler: h.handler, purgedThrough: iso(h.purgedThrough) })),
           });
         } else {
@@ -62,6 +62,7 @@ export function cleanupCommand(): Command {
           } else {
             printLine(`purged ${report.purged} dedup record${report.purged === 1 ? "" : "s"}${scope} first seen before ${iso(report.cutoff)} in ${report.batches} batch${report.batches === 1 ? "" : "es"} (replay window ${formatDuration(report.replayWindowMs)})`);
             for (const h of report.horizons) printLine(`purge horizon of ${h.handler}: ${iso(h.purgedThrough)}`);
+            if (report.redeliveryCountsPurged > 0) printLine(`removed ${report.redeliveryCountsPurged} redelivery count${report.redeliveryCountsPurged === 1 ? "" : "s"} (poison detection) last updated before ${iso(report.cutoff)}`);
           }
         }
         if (limited) {

@@ -165,6 +165,24 @@ CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_replay_grant (
 ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 `,
   },
+  {
+    version: 4,
+    name: "redelivery counts",
+    // See the PostgreSQL migration 4: redeliveries counted before the event's transaction.
+    // Keys are VARBINARY like the dedup key.
+    sql: `
+CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_redelivery (
+  tenant       VARBINARY(${MYSQL_MAX_ID_BYTES})  NOT NULL,
+  handler      VARBINARY(${MYSQL_MAX_HANDLER_BYTES})   NOT NULL,
+  event_id     VARBINARY(${MYSQL_MAX_ID_BYTES})  NOT NULL,
+  redeliveries INT UNSIGNED     NOT NULL DEFAULT 1,
+  first_seen   DATETIME(6)      NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+  last_seen    DATETIME(6)      NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
+  PRIMARY KEY (tenant, handler, event_id),
+  KEY rabbit_inbox_redelivery_last_seen (last_seen)
+) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+`,
+  },
 ];
 
 /** Splits a migration into statements: each ends with `;` at the end of a line. */

@@ -114,6 +114,13 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
    * the cleanup loop runs the batch again. A claim that meets one of these rows while this runs
    * waits for the commit, then reads the new horizon (see MysqlClaimGuards).
    */
+  async purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
+    const [result] = await runPooled(this.pool,
+      `DELETE FROM ${this.t.redelivery} WHERE last_seen < ?${handler === undefined ? "" : " AND handler = ?"}`,
+      handler === undefined ? [utcDatetime(cutoff)] : [utcDatetime(cutoff), utf8(handler)]);
+    return Number((result as { affectedRows?: number }).affectedRows ?? 0);
+  }
+
   async purgeBatch(cutoff: Date, limit: number, handler?: string): Promise<PurgeBatchResult> {
     const n = Math.max(1, Math.trunc(limit));
     const connection = await acquire(this.pool);

@@ -273,10 +273,25 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
       handle: guardSession(connection, session),
       claim: (handler, claims) => this.claim(connection, session, handler, claims),
       quarantine: (records) => this.quarantine(connection, session, records),
+      countRedelivery: (handler, key) => this.countRedelivery(connection, session, handler, key),
       writeOutbox: async (records) => {
         if (await this.outboxSql.write((sql, values) => run(connection, session, sql, values), records)) outbox.written = true;
       },
     };
+  }
+
+  private async countRedelivery(connection: C, session: SessionState, handler: string, key: EventKey): Promise<number> {
+    const values = [utf8(key.tenant), utf8(handler), utf8(key.eventId)];
+    if (values[0]!.length > MYSQL_MAX_ID_BYTES || values[2]!.length > MYSQL_MAX_ID_BYTES) {
+      throw new InvalidEventError(`tenant or event id longer than ${MYSQL_MAX_ID_BYTES} UTF-8 bytes, the MySQL store's limit`);
+    }
+    await run(connection, session,
+      `INSERT INTO ${this.prefix}rabbit_inbox_redelivery (tenant, handler, event_id) VALUES (?, ?, ?)
+       ON DUPLICATE KEY UPDATE redeliveries = redeliveries + 1, last_seen = UTC_TIMESTAMP(6)`, values);
+    // The row is locked by this transaction: the count read is the one just written.
+    const [rows] = await run(connection, session,
+      `SELECT redeliveries FROM ${this.prefix}rabbit_inbox_redelivery WHERE tenant = ? AND handler = ? AND event_id = ?`, values);
+    return Number((rows as Array<{ redeliveries: unknown }>)[0]?.redeliveries);
   }
 
   private async claim(connection: C, session: SessionState, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]> {

@@ -115,4 +115,24 @@ CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_replay_grant (
 CREATE INDEX IF NOT EXISTS rabbit_inbox_replay_grant_key ON {schema}rabbit_inbox_replay_grant (handler, tenant, event_id) WHERE used_at IS NULL;
 `,
   },
+  {
+    version: 4,
+    name: "redelivery counts",
+    // Redeliveries of an event counted in their own committed transaction before the event's
+    // transaction starts: how a message that crashes its consumer every time is found on a
+    // classic queue, which carries no delivery count. Rows are few (redeliveries are rare)
+    // and cleanup removes those not touched since its cutoff.
+    sql: `
+CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_redelivery (
+  tenant       text        NOT NULL,
+  handler      text        NOT NULL,
+  event_id     text        NOT NULL,
+  redeliveries integer     NOT NULL DEFAULT 1,
+  first_seen   timestamptz NOT NULL DEFAULT now(),
+  last_seen    timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (tenant, handler, event_id)
+);
+CREATE INDEX IF NOT EXISTS rabbit_inbox_redelivery_last_seen ON {schema}rabbit_inbox_redelivery (last_seen);
+`,
+  },
 ];

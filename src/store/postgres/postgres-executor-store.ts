@@ -83,6 +83,7 @@ export class PostgresExecutorStore<Tx> implements Store<Tx> {
           handle: tx,
           claim: (handler, claims) => this.inboxSql.claim(query, handler, claims),
           quarantine: (records) => this.inboxSql.quarantine(query, records),
+          countRedelivery: (handler, key) => this.inboxSql.countRedelivery(query, handler, key),
           writeOutbox: async (records) => { await this.outboxWrites.write(query, records); },
         });
         if (beforeCommit) await beforeCommit();

@@ -67,6 +67,11 @@ export class PostgresInboxSql {
     }
   }
 
+  async countRedelivery(query: PgQuery, handler: string, key: EventKey): Promise<number> {
+    const { rows } = await query({ name: this.sql.redeliveryName, text: this.sql.redelivery, values: [handler, key.tenant, key.eventId] });
+    return Number(rows[0]?.redeliveries);
+  }
+
   async listQuarantine(query: PgQuery, options: { handler?: string; limit?: number }): Promise<QuarantineEntry[]> {
     const { rows } = await query({
       text: `SELECT * FROM ${this.prefix}rabbit_inbox_quarantine WHERE ($1::text IS NULL OR handler = $1) ORDER BY id DESC LIMIT $2`,
@@ -135,6 +140,11 @@ function statements(prefix: string, tag: string) {
     existing: `SELECT d.tenant, d.event_id, d.fingerprint FROM ${prefix}rabbit_inbox_dedup d
       JOIN unnest($2::text[], $3::text[]) AS t(tenant, event_id) ON d.tenant = t.tenant AND d.event_id = t.event_id
       WHERE d.handler = $1`,
+    redeliveryName: `ri_redelivery${tag}`,
+    redelivery: `INSERT INTO ${prefix}rabbit_inbox_redelivery AS r (tenant, handler, event_id)
+      VALUES ($2, $1, $3)
+      ON CONFLICT (tenant, handler, event_id) DO UPDATE SET redeliveries = r.redeliveries + 1, last_seen = now()
+      RETURNING redeliveries`,
     quarantineName: `ri_quarantine${tag}`,
     quarantine: `INSERT INTO ${prefix}rabbit_inbox_quarantine
       (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue, event_time)

@@ -127,6 +127,12 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
     });
   }
 
+  async purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
+    const { rowCount } = await this.query(
+      `DELETE FROM ${this.t.redelivery} WHERE last_seen < $1 AND ($2::text IS NULL OR handler = $2)`, [cutoff, handler ?? null]);
+    return rowCount ?? 0;
+  }
+
   async listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
     const status = filter.status ?? "held";
     const { rows } = await this.query(

@@ -157,6 +157,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
       handle: client,
       claim: (handler, claims) => this.inboxSql.claim(query, handler, claims),
       quarantine: (records) => this.inboxSql.quarantine(query, records),
+      countRedelivery: (handler, key) => this.inboxSql.countRedelivery(query, handler, key),
       writeOutbox: async (records) => {
         if ((await this.outboxSql.write(query, records)) > 0) outbox.written = true;
       },

@@ -113,4 +113,21 @@ CREATE TABLE IF NOT EXISTS rabbit_inbox_replay_grant (
 CREATE INDEX IF NOT EXISTS rabbit_inbox_replay_grant_key ON rabbit_inbox_replay_grant (handler, tenant, event_id) WHERE used_at IS NULL;
 `,
   },
+  {
+    version: 4,
+    name: "redelivery counts",
+    // See the PostgreSQL migration 4: redeliveries counted before the event's transaction.
+    sql: `
+CREATE TABLE IF NOT EXISTS rabbit_inbox_redelivery (
+  tenant       TEXT    NOT NULL,
+  handler      TEXT    NOT NULL,
+  event_id     TEXT    NOT NULL,
+  redeliveries INTEGER NOT NULL DEFAULT 1,
+  first_seen   INTEGER NOT NULL,
+  last_seen    INTEGER NOT NULL,
+  PRIMARY KEY (tenant, handler, event_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS rabbit_inbox_redelivery_last_seen ON rabbit_inbox_redelivery (last_seen);
+`,
+  },
 ];

@@ -82,6 +82,11 @@ export class SqliteInboxOperations implements InboxOperations {
    * The dedup table is WITHOUT ROWID (its primary key is the clustered key), so a batch is
    * chosen by primary key through the first_seen index, oldest first, rather than by rowid.
    */
+  purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
+    return this.write(() => this.db.prepare("DELETE FROM rabbit_inbox_redelivery WHERE last_seen < ? AND (? IS NULL OR handler = ?)")
+      .run(cutoff.getTime(), handler ?? null, handler ?? null).changes);
+  }
+
   purgeBatch(cutoff: Date, limit: number, handler?: string): Promise<PurgeBatchResult> {
     return this.write(() => {
       const deleted = this.db.prepare(

@@ -97,6 +97,9 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
         "INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
       ),
       existing: this.db.prepare("SELECT fingerprint FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?"),
+      redelivery: this.db.prepare(`INSERT INTO rabbit_inbox_redelivery (tenant, handler, event_id, first_seen, last_seen) VALUES (?, ?, ?, ?, ?)
+        ON CONFLICT (tenant, handler, event_id) DO UPDATE SET redeliveries = redeliveries + 1, last_seen = excluded.last_seen
+        RETURNING redeliveries`),
       quarantine: this.db.prepare(`INSERT INTO rabbit_inbox_quarantine
         (handler, dedup_key, tenant, event_id, reason, detail, fingerprint, stored_fingerprint, body, body_truncated, body_sha256, properties, queue, first_seen, last_seen, event_time)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -168,6 +171,11 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
       handle: this.db,
       claim: (handler, claims) => Promise.resolve(this.claim(handler, claims)),
       quarantine: (records) => Promise.resolve(this.quarantine(records)),
+      countRedelivery: (handler, key) => {
+        const now = Date.now();
+        const row = this.statements.redelivery.get(key.tenant, handler, key.eventId, now, now) as { redeliveries: number };
+        return Promise.resolve(Number(row.redeliveries));
+      },
       writeOutbox: (records) => {
         if (this.outboxSql.writeInTransaction(records) > 0) outbox.written = true;
         return Promise.resolve();

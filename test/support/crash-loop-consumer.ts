@@ -1,0 +1,63 @@
+/**
+ * A consumer whose handler kills its own process (SIGKILL, as a native crash or the OOM killer
+ * would) on one event, every time it sees it: the poison-message tests start it again and again.
+ *   DATABASE_URL     postgres://... or an SQLite file; an `effects` table (no unique key) must exist
+ *   AMQP_URL         the broker
+ *   QUEUE            the work queue
+ *   POISON_EVENT     the event id that kills the process
+ *   MAX_DELIVERIES   the consumer's poison threshold
+ *   QUORUM           "1": the work queue is a quorum queue
+ * Prints `consumer: started` once consuming. SIGTERM drains and exits 0.
+ */
+import { writeSync } from "node:fs";
+import { InboxConsumer, type InboxHandler, type Store, createJsonLogger, quorumQueueArguments } from "../../src/index.js";
+import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
+import { type SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";
+
+interface Effect { tenant: string; event_id: string }
+
+async function main(): Promise<void> {
+  const databaseUrl = process.env.DATABASE_URL ?? "";
+  const poison = process.env.POISON_EVENT ?? "";
+  const isPostgres = /^postgres(ql)?:\/\//.test(databaseUrl);
+  const store: Store<PgClient> | Store<SqliteDatabase> = isPostgres ? await PostgresStore.connect(databaseUrl) : await SqliteStore.open(databaseUrl);
+  const crashOn = (eventId: string) => {
+    if (eventId === poison) process.kill(process.pid, "SIGKILL");
+  };
+  const handler: InboxHandler<Effect, PgClient> | InboxHandler<Effect, SqliteDatabase> = isPostgres
+    ? {
+      name: "crash-loop",
+      async handle(event, ctx) {
+        crashOn(event.event_id);
+        await ctx.tx.query("INSERT INTO effects (tenant, event_id) VALUES ($1, $2)", [event.tenant, event.event_id]);
+      },
+    } satisfies InboxHandler<Effect, PgClient>
+    : {
+      name: "crash-loop",
+      handle(event, ctx) {
+        crashOn(event.event_id);
+        ctx.tx.prepare("INSERT INTO effects (tenant, event_id) VALUES (?, ?)").run(event.tenant, event.event_id);
+        return Promise.resolve();
+      },
+    } satisfies InboxHandler<Effect, SqliteDatabase>;
+  const consumer = new InboxConsumer<Effect, unknown>({
+    url: process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672",
+    queue: process.env.QUEUE ?? "",
+    store: store,
+    handler: handler,
+    maxDeliveries: Number(process.env.MAX_DELIVERIES ?? 10),
+    retryDelaysMs: [],
+    logger: createJsonLogger({ name: "crash-loop-consumer" }),
+    ...(process.env.QUORUM === "1" ? { queueArguments: quorumQueueArguments() } : {}),
+  });
+  await consumer.start();
+  process.on("SIGTERM", () => {
+    consumer.stop().then(() => store.close()).then(() => process.exit(0), () => process.exit(1));
+  });
+  writeSync(1, "consumer: started\n");
+}
+
+main().catch((error: unknown) => {
+  writeSync(2, `consumer: failed to start: ${String(error)}\n`);
+  process.exit(1);
+});
