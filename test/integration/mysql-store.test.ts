@@ -200,7 +200,7 @@ describe("MysqlStore on MariaDB", () => {
         const [tables] = await check.query("SHOW TABLES");
         expect((tables as Array<Record<string, string>>).map((t) => Object.values(t)[0]).sort()).toEqual([
           "rabbit_inbox_dedup", "rabbit_inbox_migrations", "rabbit_inbox_outbox", "rabbit_inbox_purge_horizon", "rabbit_inbox_quarantine",
-          "rabbit_inbox_quarantine_audit", "rabbit_inbox_replay_grant",
+          "rabbit_inbox_quarantine_audit", "rabbit_inbox_redelivery", "rabbit_inbox_replay_grant",
         ]);
         // The key columns are binary whatever the database's default collation is.
         const [columns] = await check.query(
