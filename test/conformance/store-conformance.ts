@@ -270,6 +270,28 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
           expect(await readCounter("a")).toBe(1);
         });
 
+        it("is one transaction whichever statement comes first: the handle's own SQL, or nothing at all", async () => {
+          await expect(store.transaction(async (tx) => {
+            await business.add(tx.handle, "a", 7);
+            await tx.claim("h", [claim({ tenant: "t1", eventId: "e-1" }, "f")]);
+            throw new Error("after both");
+          })).rejects.toThrow("after both");
+          expect(await readCounter("a")).toBeNull();
+          expect(await store.countInbox("h")).toBe(0);
+          expect(await store.transaction(async (tx) => {
+            await business.add(tx.handle, "a", 7);
+            await tx.claim("h", [claim({ tenant: "t1", eventId: "e-1" }, "f")]);
+            return "both";
+          })).toBe("both");
+          expect(await readCounter("a")).toBe(7);
+          expect(await store.countInbox("h")).toBe(1);
+          expect(await store.transaction(() => Promise.resolve("nothing"))).toBe("nothing");
+          await expect(store.transaction(() => Promise.reject(new Error("before any statement")))).rejects.toThrow("before any statement");
+          // The store is still usable afterwards.
+          await store.transaction((tx) => business.add(tx.handle, "a", 1));
+          expect(await readCounter("a")).toBe(8);
+        });
+
         it("a throw in beforeCommit rolls everything back", async () => {
           const order: string[] = [];
           await expect(store.transaction(async (tx) => {
@@ -735,6 +757,18 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
           // Tenants are compared exactly as well.
           expect(kinds(await p.process([message("T1", "e-1", "acct", 1)]))).toEqual(["applied"]);
           expect(await readCounter("acct")).toBe(ids.length + 1);
+        });
+
+        it("takes SQL and array-literal metacharacters in ids literally, alone and in a batch", async () => {
+          const p = pipeline(counterHandler(business));
+          const ids = ["it's", "''", "a\\b", "\\", "\\'", "E'x'", '"q"', "{a,b}", "a,b", "NULL", "$1", "x'); DROP TABLE rabbit_inbox_dedup; --", "😀'\\"];
+          // One at a time (a single claim: strict mode), then all together (a batch claim).
+          for (const id of ids) expect(kinds(await p.process([message("t'1", id, "acct", 1)])), id).toEqual(["applied"]);
+          expect(kinds(await p.process(ids.map((id) => message("t'1", id, "acct", 1))))).toEqual(ids.map(() => "duplicate"));
+          expect(kinds(await p.process(ids.map((id) => message("t\\2", id, "acct", 1))))).toEqual(ids.map(() => "applied"));
+          for (const id of ids) expect(await store.countInbox("conformance", { tenant: "t'1", eventId: id }), id).toBe(1);
+          expect(await store.countInbox("conformance")).toBe(ids.length * 2);
+          expect(await readCounter("acct")).toBe(ids.length * 2);
         });
 
         it("rejects ids with outer spaces or control characters as invalid, and never merges look-alikes", async () => {

@@ -8,6 +8,7 @@ import { OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+import { DeferredBegin } from "./deferred-begin.js";
 import { type PgQuery, queryOnPool } from "./pg-query.js";
 import { PostgresInboxSql, statementTag } from "./postgres-inbox-sql.js";
 import { applyPostgresMigrations } from "./postgres-migrator.js";
@@ -124,10 +125,13 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     };
     client.on("error", onError);
     const outbox = { written: false };
+    const session = new DeferredBegin(client);
     try {
-      await client.query("BEGIN");
-      const result = await work(this.transactionFor(client, outbox));
+      const result = await work(this.transactionFor(session, outbox));
       if (beforeCommit) await beforeCommit();
+      // Nothing was sent: there is nothing to commit.
+      if (!session.started) return result;
+      await session.settled();
       committing = true;
       const committed = await client.query("COMMIT");
       // PostgreSQL answers COMMIT of an aborted transaction (a handler caught an SQL error and
@@ -140,7 +144,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
       return result;
     } catch (error) {
       broken ||= isPostgresConnectionLoss(error);
-      if (!broken && !committing) {
+      if (!broken && !committing && session.started) {
         await client.query("ROLLBACK").catch(() => { broken = true; });
       }
       throw classifyPostgresError(error, committing);
@@ -151,10 +155,10 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     }
   }
 
-  private transactionFor(client: C, outbox: { written: boolean }): StoreTransaction<C> {
-    const query: PgQuery = (statement) => client.query(statement);
+  private transactionFor(session: DeferredBegin<C>, outbox: { written: boolean }): StoreTransaction<C> {
+    const query: PgQuery = (statement) => session.query(statement);
     return {
-      handle: client,
+      get handle() { return session.handle; },
       claim: (handler, claims) => this.inboxSql.claim(query, handler, claims),
       quarantine: (records) => this.inboxSql.quarantine(query, records),
       countRedelivery: (handler, key) => this.inboxSql.countRedelivery(query, handler, key),

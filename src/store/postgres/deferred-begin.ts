@@ -1,0 +1,93 @@
+import type { PgStatement } from "./pg-query.js";
+import type { PgClient, PgQueryResult } from "./postgres-store.js";
+
+/**
+ * One transaction on a pooled pg client whose BEGIN travels with its first statement: node-
+ * postgres sends one query per round trip, so a separate BEGIN costs a round trip and a socket
+ * write per transaction (in strict mode, one in four). When the first statement is the inbox's
+ * own (a claim, a redelivery count) and its parameters are plain text, it is sent as the simple
+ * query `BEGIN; <statement with its parameters as quoted literals>`. Anything else (a Buffer, a
+ * NUL, the user's own SQL through `handle`) first sends a plain BEGIN, queued by pg ahead of it.
+ */
+export class DeferredBegin<C extends PgClient> {
+  private begun = false;
+  private begin: Promise<unknown> | undefined;
+
+  constructor(private readonly client: C) {}
+
+  /** The client for the handler: BEGIN is queued before anything it sends. */
+  get handle(): C {
+    this.ensureBegun();
+    return this.client;
+  }
+
+  /** True once BEGIN has been sent (nothing to commit or roll back otherwise). */
+  get started(): boolean {
+    return this.begun;
+  }
+
+  async query(statement: PgStatement): Promise<PgQueryResult> {
+    if (!this.begun) {
+      const inlined = inlineParameters(statement);
+      if (inlined !== null) {
+        this.begun = true;
+        const results = (await this.client.query(`BEGIN;${inlined}`)) as unknown as PgQueryResult[];
+        return results[1]!;
+      }
+      this.ensureBegun();
+    }
+    if (this.begin) await this.begin;
+    return this.client.query(statement);
+  }
+
+  /** Waits for a BEGIN sent on its own, so that its failure surfaces before COMMIT. */
+  async settled(): Promise<void> {
+    if (this.begin) await this.begin;
+  }
+
+  private ensureBegun(): void {
+    if (this.begun) return;
+    this.begun = true;
+    this.begin = this.client.query("BEGIN");
+    // Awaited by the next statement or by settled(); a failure also fails those.
+    this.begin.catch(() => undefined);
+  }
+}
+
+/**
+ * The statement with `$n` replaced by quoted literals, or null when a parameter is not plain
+ * text (a string, a finite number, null, or an array of strings) or holds a NUL. Quoting follows
+ * node-postgres's escapeLiteral: quotes doubled, and `E'...'` with doubled backslashes when the
+ * text holds a backslash, which reads the same whatever standard_conforming_strings says.
+ */
+export function inlineParameters(statement: PgStatement): string | null {
+  const literals: string[] = [];
+  for (const value of statement.values) {
+    const literal = literalOf(value);
+    if (literal === null) return null;
+    literals.push(literal);
+  }
+  let failed = false;
+  const text = statement.text.replace(/\$(\d+)/g, (_match, n: string) => {
+    const literal = literals[Number(n) - 1];
+    if (literal === undefined) failed = true;
+    return literal ?? "";
+  });
+  return failed ? null : text;
+}
+
+function literalOf(value: unknown): string | null {
+  if (value === null) return "NULL";
+  if (typeof value === "number") return Number.isFinite(value) ? String(value) : null;
+  if (typeof value === "string") return value.includes("\u0000") ? null : quoteLiteral(value);
+  if (Array.isArray(value) && value.every((v) => typeof v === "string" && !v.includes("\u0000"))) {
+    const elements = (value as string[]).map((v) => `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`);
+    return quoteLiteral(`{${elements.join(",")}}`);
+  }
+  return null;
+}
+
+function quoteLiteral(text: string): string {
+  const quoted = `'${text.replace(/'/g, "''").replace(/\\/g, "\\\\")}'`;
+  return text.includes("\\") ? `E${quoted}` : quoted;
+}
