@@ -86,6 +86,8 @@ interface Delivery {
   session: Session;
   /** performance.now() when the delivery reached this process. */
   receivedAt: number;
+  /** The pipeline's view of it, decoded and fingerprinted on arrival (see onMessage). */
+  incoming: IncomingMessage;
 }
 
 /** One connection with its consuming channel and its confirm channel for quarantine publishes. */
@@ -125,6 +127,9 @@ export class InboxConsumer<E, Tx> {
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
   private reconnecting: Promise<void> | undefined;
   private idleWaiters: Array<() => void> = [];
+  /** Acks waiting for the end of this event-loop turn, per session (see ack). */
+  private readonly acksDue = new Map<Session, Delivery[]>();
+  private ackFlushScheduled = false;
   private requeueDelay: number;
 
   constructor(options: InboxConsumerOptions<E, Tx>) {
@@ -193,6 +198,7 @@ export class InboxConsumer<E, Tx> {
     }
     this.flush();
     await this.whenIdle();
+    this.flushAcks();
     this.state = "stopped";
     if (session?.open) {
       session.open = false;
@@ -265,7 +271,11 @@ export class InboxConsumer<E, Tx> {
       return;
     }
     session.tracker.delivered(message.fields.deliveryTag);
-    this.pending.push({ message, session, receivedAt: performance.now() });
+    // Decoded and fingerprinted now, while the batch before it waits on the database, rather
+    // than when its own batch starts.
+    const incoming = this.toIncoming(message);
+    this.pipeline.prepareAhead(incoming);
+    this.pending.push({ message, session, receivedAt: performance.now(), incoming });
     this.scheduleFlush();
   }
 
@@ -307,7 +317,7 @@ export class InboxConsumer<E, Tx> {
     // Deliveries of a closed channel will be redelivered; processing them now is wasted work.
     const live = batch.filter((d) => d.session.open);
     if (live.length === 0) return;
-    const outcomes = await this.pipeline.process(live.map((d) => this.toIncoming(d.message)));
+    const outcomes = await this.pipeline.process(live.map((d) => d.incoming));
     await this.settle(live, outcomes);
   }
 
@@ -362,6 +372,8 @@ export class InboxConsumer<E, Tx> {
       this.requeueDelay = this.options.requeueDelayMs ?? 1000;
     }
     for (const [session, deliveries] of acks) this.ack(session, deliveries);
+    // A failure-window hook sees its acks on the wire already ("after-ack" means sent).
+    if (this.options.hook) this.flushAcks();
     const now = performance.now();
     outcomes.forEach((o, i) => {
       this.counts[o.kind]++;
@@ -454,7 +466,31 @@ export class InboxConsumer<E, Tx> {
     }
   }
 
+  /**
+   * Queues acks until the end of this turn of the event loop, so that the transactions that
+   * committed in the same turn (strict mode runs several at once) share one multiple-ack frame
+   * instead of one write each. Nacks are never deferred: one sent before a deferred
+   * multiple-ack that spans its tag is already off the channel, never acked by it.
+   */
   private ack(session: Session, deliveries: Delivery[]): void {
+    const queued = this.acksDue.get(session);
+    if (queued) queued.push(...deliveries);
+    else this.acksDue.set(session, [...deliveries]);
+    if (!this.ackFlushScheduled) {
+      this.ackFlushScheduled = true;
+      setImmediate(() => this.flushAcks());
+    }
+  }
+
+  /** Sends every queued ack now. */
+  private flushAcks(): void {
+    this.ackFlushScheduled = false;
+    const due = [...this.acksDue];
+    this.acksDue.clear();
+    for (const [session, deliveries] of due) this.sendAcks(session, deliveries);
+  }
+
+  private sendAcks(session: Session, deliveries: Delivery[]): void {
     if (!session.open) {
       this.logger.debug("channel closed before ack; the broker will redeliver and the dedup record decides", { deliveries: deliveries.length });
       return;

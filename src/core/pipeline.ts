@@ -98,6 +98,8 @@ export class InboxPipeline<E, Tx> {
   private countsRedeliveries = true;
   /** Each message's event time, when it has one: read by its claim and its quarantine row. */
   private readonly eventTimes = new WeakMap<IncomingMessage, Date>();
+  /** Results of prepareAhead, taken by process. */
+  private readonly preparedAhead = new WeakMap<IncomingMessage, Prepared<E>>();
 
   constructor(options: PipelineOptions<E, Tx>) {
     const { handler } = options;
@@ -120,9 +122,22 @@ export class InboxPipeline<E, Tx> {
     this.staleFence = options.staleFence;
   }
 
+  /**
+   * Decodes, validates and fingerprints a message ahead of `process` (the consumer calls it on
+   * arrival, while the previous batch waits on the database); `process` then reuses the result.
+   */
+  prepareAhead(message: IncomingMessage): void {
+    this.preparedAhead.set(message, this.prepare(message, 0));
+  }
+
   /** Decides and commits the outcome of every message; outcomes are in input order. */
   async process(messages: readonly IncomingMessage[]): Promise<Outcome[]> {
-    const prepared = messages.map((m, index) => this.prepare(m, index));
+    const prepared = messages.map((m, index) => {
+      const ahead = this.preparedAhead.get(m);
+      if (!ahead) return this.prepare(m, index);
+      this.preparedAhead.delete(m);
+      return { ...ahead, index };
+    });
     if (!this.countsRedeliveries || !messages.some((m) => isRedelivery(m.delivery))) {
       return this.processPrepared(messages, prepared);
     }
