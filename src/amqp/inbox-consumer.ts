@@ -344,13 +344,16 @@ export class InboxConsumer<E, Tx> {
   private async settle(batch: Delivery[], decided: Outcome[]): Promise<void> {
     // Quarantined and delayed messages must be safely in their queue before their originals go;
     // one whose publish was not confirmed is not acked but given back to the broker.
-    const published = await Promise.all(
-      decided.map((o, i) =>
-        o.kind === "quarantined" ? this.publishQuarantine(batch[i]!, o)
-        : o.kind === "delayed" ? this.publishDelayedRetry(batch[i]!, o)
-        : Promise.resolve(true)),
-    );
-    const outcomes = decided.map((o, i): Outcome => (published[i] ? o : { kind: "requeue", key: o.key, error: new Error("publish not confirmed") }));
+    let outcomes = decided;
+    if (decided.some((o) => o.kind === "quarantined" || o.kind === "delayed")) {
+      const published = await Promise.all(
+        decided.map((o, i) =>
+          o.kind === "quarantined" ? this.publishQuarantine(batch[i]!, o)
+          : o.kind === "delayed" ? this.publishDelayedRetry(batch[i]!, o)
+          : Promise.resolve(true)),
+      );
+      outcomes = decided.map((o, i): Outcome => (published[i] ? o : { kind: "requeue", key: o.key, error: new Error("publish not confirmed") }));
+    }
     const acks = new Map<Session, Delivery[]>();
     const requeues: Delivery[] = [];
     outcomes.forEach((o, i) => {

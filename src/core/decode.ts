@@ -73,42 +73,58 @@ export function decodeJsonBody(
   return value as Record<string, unknown>;
 }
 
+/** A node of the walk: its path is built only for an error message. */
+interface Visit {
+  value: unknown;
+  depth: number;
+  parent: Visit | null;
+  step: string | number;
+}
+
+function pathOf(visit: Visit): string {
+  const steps: string[] = [];
+  for (let v: Visit | null = visit; v?.parent; v = v.parent) {
+    steps.push(typeof v.step === "number" ? `[${v.step}]` : `.${v.step.length > 64 ? v.step.slice(0, 64) + "…" : v.step}`);
+  }
+  return "$" + steps.reverse().join("");
+}
+
 /** Iterative walk (no recursion: a 100 000-deep document must not overflow the stack). */
 function checkShape(root: object, limits: DecodeLimits): void {
-  const stack: Array<{ value: unknown; depth: number; path: string }> = [{ value: root, depth: 1, path: "$" }];
+  const stack: Visit[] = [{ value: root, depth: 1, parent: null, step: "" }];
   let nodes = 0;
   while (stack.length > 0) {
-    const { value, depth, path } = stack.pop()!;
+    const visit = stack.pop()!;
+    const { value, depth } = visit;
     if (typeof value === "string") {
-      if (value.includes("\u0000")) throw new InvalidEventError(`${path} contains a NUL character`);
-      if (LONE_SURROGATE.test(value)) throw new InvalidEventError(`${path} contains an unpaired UTF-16 surrogate`);
+      if (value.includes("\u0000")) throw new InvalidEventError(`${pathOf(visit)} contains a NUL character`);
+      if (LONE_SURROGATE.test(value)) throw new InvalidEventError(`${pathOf(visit)} contains an unpaired UTF-16 surrogate`);
       continue;
     }
     if (typeof value === "number") {
       // JSON.parse turns 1e400 into Infinity, which canonical JSON (and JSON.stringify) write as null.
-      if (!Number.isFinite(value)) throw new InvalidEventError(`${path} is a number out of range`);
+      if (!Number.isFinite(value)) throw new InvalidEventError(`${pathOf(visit)} is a number out of range`);
       continue;
     }
     if (value === null || typeof value !== "object") continue;
-    if (depth > limits.maxDepth) throw new InvalidEventError(`nesting deeper than ${limits.maxDepth} at ${path}`);
+    if (depth > limits.maxDepth) throw new InvalidEventError(`nesting deeper than ${limits.maxDepth} at ${pathOf(visit)}`);
     if (Array.isArray(value)) {
       nodes += value.length;
       if (nodes > limits.maxNodes) throw new InvalidEventError(`more than ${limits.maxNodes} values in the document`);
-      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], depth: depth + 1, path: `${path}[${i}]` });
+      for (let i = 0; i < value.length; i++) stack.push({ value: value[i], depth: depth + 1, parent: visit, step: i });
       continue;
     }
     const keys = Object.keys(value);
     nodes += keys.length;
     if (nodes > limits.maxNodes) throw new InvalidEventError(`more than ${limits.maxNodes} values in the document`);
     for (const key of keys) {
-      const childPath = `${path}.${key.length > 64 ? key.slice(0, 64) + "…" : key}`;
-      if (FORBIDDEN_KEYS.has(key)) throw new InvalidEventError(`forbidden key ${JSON.stringify(key)} at ${path}`);
-      if (key.includes("\u0000")) throw new InvalidEventError(`a key at ${path} contains a NUL character`);
-      if (LONE_SURROGATE.test(key)) throw new InvalidEventError(`a key at ${path} contains an unpaired UTF-16 surrogate`);
-      if (key === "prototype" && path.endsWith(".constructor")) {
-        throw new InvalidEventError(`forbidden key "constructor.prototype" at ${path}`);
+      if (FORBIDDEN_KEYS.has(key)) throw new InvalidEventError(`forbidden key ${JSON.stringify(key)} at ${pathOf(visit)}`);
+      if (key.includes("\u0000")) throw new InvalidEventError(`a key at ${pathOf(visit)} contains a NUL character`);
+      if (LONE_SURROGATE.test(key)) throw new InvalidEventError(`a key at ${pathOf(visit)} contains an unpaired UTF-16 surrogate`);
+      if (key === "prototype" && visit.step === "constructor" && visit.parent) {
+        throw new InvalidEventError(`forbidden key "constructor.prototype" at ${pathOf(visit)}`);
       }
-      stack.push({ value: (value as Record<string, unknown>)[key], depth: depth + 1, path: childPath });
+      stack.push({ value: (value as Record<string, unknown>)[key], depth: depth + 1, parent: visit, step: key });
     }
   }
 }

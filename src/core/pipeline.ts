@@ -211,7 +211,7 @@ export class InboxPipeline<E, Tx> {
           this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,
         );
         if (this.hook) await this.hook("after-commit", hookKeys);
-        await this.resendPendingOutbox(outcomes);
+        if (this.store.resendOutbox && outcomes.some((o) => o.kind === "duplicate")) await this.resendPendingOutbox(outcomes);
         return outcomes;
       } catch (error) {
         if (error instanceof RerunWithout) {

@@ -98,6 +98,19 @@ describe("canonicalJson", () => {
     );
   });
 
+  it("writes a flat object (its one-call fast path) exactly as the general walk writes it nested", () => {
+    const key = fc.oneof(fc.string({ unit: "grapheme", maxLength: 6 }), fc.nat().map(String), fc.constantFrom("", "a\"b", "\\", "\u2028", "10", "01", "-1"));
+    const scalar = fc.oneof(fc.constant(null), fc.boolean(), fc.string({ unit: "grapheme" }), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constant(-0));
+    fc.assert(
+      fc.property(fc.dictionary(key, scalar, { maxKeys: 8 }), (flat) => {
+        // Inside an array the object goes through the general walk, not the fast path.
+        expect(canonicalJson(flat)).toBe(canonicalJson([flat]).slice(1, -1));
+      }),
+      { numRuns: 500 },
+    );
+    expect(canonicalJson({ b: 1, a: null, c: "x", 10: true, 9: false })).toBe('{"10":true,"9":false,"a":null,"b":1,"c":"x"}');
+  });
+
   it("handles 100 000 levels of nesting without overflowing the stack", () => {
     let deep: Json = 1;
     for (let i = 0; i < 100_000; i++) deep = i % 2 === 0 ? [deep] : { k: deep };
