@@ -17,6 +17,8 @@ export interface RunResult {
   /** Median RSS over the first and the last quarter of the run. */
   rssFirstQuarterMb: number;
   rssLastQuarterMb: number;
+  /** CPU time of this (the consumer's) process per message, user + system, in microseconds. */
+  nodeCpuUsPerMsg: number;
 }
 
 export function randomName(prefix: string): string {

@@ -6,7 +6,8 @@
  *   handwritten  per message: BEGIN; INSERT .. ON CONFLICT DO NOTHING; UPDATE; COMMIT
  *   strict       the library, one transaction per message (batchSize 1)
  *   batched      the library with the ledger's set-based handler, default settings
- * and prints msgs/s, p50/p99 settle latency, peak RSS and the MISSION.md ratios.
+ * and prints msgs/s, p50/p99 settle latency, this process's CPU per message, peak RSS and the
+ * MISSION.md ratios.
  *
  *   npm run bench -- [--messages 50000] [--runs 1] [--db postgres,sqlite] [--json] [--scale 5000000]
  */
@@ -16,11 +17,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import Database from "better-sqlite3";
+import mysql from "mysql2/promise";
 import { InboxConsumer, type InboxHandler, PermanentEventError, silentLogger } from "../src/index.js";
+import { MysqlStore, type MysqlConnection } from "../src/store/mysql/index.js";
 import { PostgresStore, type PgClient } from "../src/store/postgres/index.js";
 import { SqliteStore, type SqliteDatabase } from "../src/store/sqlite/index.js";
 import { parseLedgerEvent, type LedgerEvent } from "../examples/ledger/events.js";
 import { ledgerHandler } from "../examples/ledger/ledger-handler.js";
+import { mysqlLedgerSchema, mysqlLedgerSql } from "../examples/ledger/ledger-mysql.js";
 import { postgresLedgerSchema, postgresLedgerSql } from "../examples/ledger/ledger-postgres.js";
 import { sqliteLedgerSchema, sqliteLedgerSql } from "../examples/ledger/ledger-sqlite.js";
 import {
@@ -28,6 +32,8 @@ import {
 } from "./harness.js";
 
 const PG_URL = process.env.BENCH_PG_URL || "postgres://postgres@127.0.0.1:5432/test";
+/** A server URL: each scenario creates (and drops) its own database there. */
+const MYSQL_URL = process.env.BENCH_MYSQL_URL || "mysql://root@127.0.0.1:3306/test";
 const PREFETCH = 200;
 const ACCOUNTS = 1000;
 
@@ -38,7 +44,7 @@ interface Args {
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "sqlite"], json: false, scale: 0, only: undefined, batched: {} };
+  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "mysql", "sqlite"], json: false, scale: 0, only: undefined, batched: {} };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { const v = argv[++i]; if (v === undefined) throw new Error(`${a} needs a value`); return v; };
@@ -51,11 +57,13 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--batch-size") args.batched.batchSize = Number(next());
     else if (a === "--batched-prefetch") args.batched.prefetch = Number(next());
     else if (a === "--concurrency") args.batched.concurrency = Number(next());
-    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--json]"); process.exit(0); }
+    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--json]"); process.exit(0); }
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
 }
+
+type LibraryStore = PostgresStore | MysqlStore | SqliteStore;
 
 /** A database prepared for one scenario: fresh tables, ACCOUNTS accounts at balance 0. */
 interface BenchDatabase {
@@ -64,8 +72,8 @@ interface BenchDatabase {
   total(): Promise<number>;
   naive(body: Buffer): Promise<void>;
   handwritten(body: Buffer): Promise<void>;
-  libraryStrict(): { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never>; concurrency: number };
-  libraryBatched(): { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never> };
+  libraryStrict(): { store: LibraryStore; handler: InboxHandler<LedgerEvent, never>; concurrency: number };
+  libraryBatched(): { store: LibraryStore; handler: InboxHandler<LedgerEvent, never> };
   preloadDedupRows(rows: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -143,6 +151,72 @@ async function openPostgres(): Promise<BenchDatabase> {
   };
 }
 
+async function openMysql(): Promise<BenchDatabase> {
+  const name = `bench_${Math.random().toString(16).slice(2, 10)}`;
+  const admin = await mysql.createConnection(MYSQL_URL);
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(MYSQL_URL);
+  url.pathname = `/${name}`;
+  const store = await MysqlStore.connect(url.toString(), { poolSize: 10 });
+  await store.migrate();
+  const pool = mysql.createPool({ uri: url.toString(), connectionLimit: 10 });
+  await pool.query(mysqlLedgerSchema);
+  await pool.query(`INSERT INTO ledger_accounts (tenant, account_id, balance_cents) SELECT 't1', CONCAT('acc-', seq), 0 FROM seq_0_to_${ACCOUNTS - 1}`);
+  const update = "UPDATE ledger_accounts SET balance_cents = balance_cents + ? WHERE tenant = ? AND account_id = ?";
+  const strictHandler: InboxHandler<LedgerEvent, MysqlConnection> = {
+    name: "ledger",
+    parse: (body) => parseLedgerEvent(body),
+    async handle(event, ctx) {
+      if (event.type !== "balance.adjusted") return;
+      const [r] = await ctx.tx.execute(update, [event.deltaCents, event.tenant, event.accountId]);
+      if ((r as { affectedRows: number }).affectedRows === 0) throw new PermanentEventError("account_missing", "no account");
+    },
+  };
+  return {
+    name: "mysql",
+    async total() {
+      const [rows] = await pool.query("SELECT CAST(coalesce(sum(balance_cents), 0) AS CHAR) AS t FROM ledger_accounts");
+      return Number((rows as Array<{ t: string }>)[0]!.t);
+    },
+    async naive(body) {
+      const e = adjustment(body);
+      await pool.execute(update, [e.delta, e.tenant, e.accountId]);
+    },
+    async handwritten(body) {
+      const e = adjustment(body);
+      const connection = await pool.getConnection();
+      try {
+        await connection.query("BEGIN");
+        const [ins] = await connection.execute(
+          "INSERT IGNORE INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint) VALUES (?, 'handwritten', ?, ?)",
+          [e.tenant, e.eventId, createHash("sha256").update(body).digest("hex")],
+        );
+        if ((ins as { affectedRows: number }).affectedRows === 1) await connection.execute(update, [e.delta, e.tenant, e.accountId]);
+        await connection.query("COMMIT");
+      } catch (error) {
+        await connection.query("ROLLBACK").catch(() => undefined);
+        throw error;
+      } finally {
+        connection.release();
+      }
+    },
+    libraryStrict: () => ({ store, handler: strictHandler, concurrency: 10 }),
+    libraryBatched: () => ({ store, handler: ledgerHandler(mysqlLedgerSql) }),
+    async preloadDedupRows(rows) {
+      await pool.query(`INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint, first_seen)
+        SELECT CONCAT('t', seq % 50), 'ledger', CONCAT('old-', MD5(seq)), CONCAT(MD5(seq), MD5(seq + 1)), UTC_TIMESTAMP(6) - INTERVAL 1 DAY
+        FROM seq_1_to_${rows}`);
+      await pool.query("ANALYZE TABLE rabbit_inbox_dedup");
+    },
+    async close() {
+      await store.close();
+      await pool.query(`DROP DATABASE ${name}`);
+      await pool.end();
+    },
+  };
+}
+
 async function openSqlite(): Promise<BenchDatabase> {
   const dir = mkdtempSync(join(tmpdir(), "rabbit-inbox-bench-"));
   const file = join(dir, "bench.sqlite");
@@ -206,7 +280,7 @@ async function openSqlite(): Promise<BenchDatabase> {
 
 async function runLibrary(
   queue: string, n: number,
-  config: { store: PostgresStore | SqliteStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number; prefetch?: number },
+  config: { store: LibraryStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number; prefetch?: number },
 ): Promise<{ seconds: number; latency: LatencyRecorder }> {
   const latency = new LatencyRecorder(n);
   let settled = 0;
@@ -234,12 +308,13 @@ const SCENARIOS = ["raw", "naive", "handwritten", "strict", "batched"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 async function runScenario(scenario: Scenario, dbName: string, n: number, preload: number, batched: Args["batched"] = {}): Promise<RunResult> {
-  const db = scenario === "raw" ? undefined : dbName === "postgres" ? await openPostgres() : await openSqlite();
+  const db = scenario === "raw" ? undefined : dbName === "postgres" ? await openPostgres() : dbName === "mysql" ? await openMysql() : await openSqlite();
   const queue = randomName(`bench.${scenario}`);
   try {
     if (db && preload > 0) await db.preloadDedupRows(preload);
     await preparePublishedQueue(queue, n, ACCOUNTS, randomName("ev"));
     const rss = new RssSampler();
+    const cpu0 = process.cpuUsage();
     let measured: { seconds: number; latency: LatencyRecorder };
     if (scenario === "raw") {
       measured = await runPlainConsumer(queue, n, PREFETCH, (channel, message) => { channel.ack(message); return Promise.resolve(); });
@@ -254,6 +329,7 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
       measured = await runLibrary(queue, n, { ...db!.libraryBatched(), ...batched });
     }
     const memory = rss.stop();
+    const cpu = process.cpuUsage(cpu0);
     if (db) {
       const total = await db.total();
       if (total !== expectedTotal(n)) throw new Error(`${scenario}/${dbName}: balances sum to ${total}, expected ${expectedTotal(n)}`);
@@ -263,6 +339,7 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
       seconds: Math.round(measured.seconds * 100) / 100, msgsPerSec: Math.round(n / measured.seconds),
       p50Ms: measured.latency.percentile(50), p99Ms: measured.latency.percentile(99),
       peakRssMb: memory.peakMb, rssFirstQuarterMb: memory.firstQuarterMb, rssLastQuarterMb: memory.lastQuarterMb,
+      nodeCpuUsPerMsg: Math.round((cpu.user + cpu.system) / n),
     };
   } finally {
     await deleteQueues(queue).catch(() => undefined);
@@ -319,7 +396,7 @@ async function main(): Promise<void> {
 }
 
 function format(r: RunResult): string {
-  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})`;
+  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  node cpu ${String(r.nodeCpuUsPerMsg).padStart(4)} us/msg  rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})`;
 }
 
 main().then(() => process.exit(0), (error: unknown) => {
