@@ -11,40 +11,23 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, expect, it } from "vitest";
-import { InboxConsumer, type InboxHandler, type Logger, retryQueueName } from "../../src/index.js";
-import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
+import { InboxConsumer, retryQueueName } from "../../src/index.js";
 import { amqpUrl, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
 import { alarmsActive, raiseMemoryAlarm } from "../support/broker-settings.js";
-import { createSqliteFile, openSqliteStore } from "../support/databases.js";
+import { type LogLine, collectingLogger, effectsHandler, sqliteWithEffects } from "../support/sqlite-effects.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-interface LogLine { level: string; message: string; fields: Record<string, unknown> }
-
-function collectingLogger(lines: LogLine[]): Logger {
-  const at = (level: string) => (message: string, fields: Record<string, unknown> = {}) => { lines.push({ level, message, fields }); };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-}
-
 it("a connection blocked by a memory alarm: nothing acked without its confirmed quarantine copy, everything settles once the alarm clears", async () => {
-  const file = await createSqliteFile();
-  const store = await openSqliteStore(file.file);
-  await store.migrate();
-  store.database.exec("CREATE TABLE effects (tenant TEXT NOT NULL, event_id TEXT NOT NULL)");
-  cleanups.push(async () => { await store.close(); await file.remove(); });
+  const { store, effects, remove } = await sqliteWithEffects();
+  cleanups.push(remove);
 
   const queue = `ri.test.blocked.${randomBytes(5).toString("hex")}`;
   cleanups.push(() => deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n))));
-  const handler: InboxHandler<{ tenant: string; event_id: string }, SqliteDatabase> = {
-    name: "blocked-test",
-    handle(event, ctx) {
-      ctx.tx.prepare("INSERT INTO effects (tenant, event_id) VALUES (?, ?)").run(event.tenant, event.event_id);
-      return Promise.resolve();
-    },
-  };
+  const handler = effectsHandler("blocked-test");
   // Published before the alarm: during it the test's own publisher would be blocked too.
   await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
   await publishAll(queue, [{ tenant: "t1", event_id: "before" }, "{ not json", { tenant: "t1", event_id: "after" }]);
@@ -59,7 +42,6 @@ it("a connection blocked by a memory alarm: nothing acked without its confirmed 
   });
   cleanups.push(() => consumer.stop());
   await consumer.start();
-  const effects = () => new Map((store.database.prepare("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id").all() as Array<{ event_id: string; n: number }>).map((r) => [r.event_id, r.n]));
   const dump = () => JSON.stringify(logs.filter((l) => l.level !== "debug"), null, 1);
 
   // Blocked: the quarantine copy cannot be confirmed, so the malformed message is not acked.

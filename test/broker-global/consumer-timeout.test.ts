@@ -9,53 +9,37 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, expect, it } from "vitest";
-import { InboxConsumer, type InboxHandler, type Logger, retryQueueName } from "../../src/index.js";
-import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
+import { InboxConsumer, retryQueueName } from "../../src/index.js";
 import { amqpUrl, deleteQueues, messagesReady, publishAll, waitFor } from "../support/broker.js";
 import { shortenConsumerTimeout } from "../support/broker-settings.js";
-import { createSqliteFile, openSqliteStore } from "../support/databases.js";
+import { type LogLine, collectingLogger, effectsHandler, sqliteWithEffects } from "../support/sqlite-effects.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-interface LogLine { level: string; message: string; fields: Record<string, unknown> }
-
-function collectingLogger(lines: LogLine[]): Logger {
-  const at = (level: string) => (message: string, fields: Record<string, unknown> = {}) => { lines.push({ level, message, fields }); };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-}
-
 it("a handler slower than consumer_timeout: the channel is closed by the broker, the consumer recovers, each event applies once", async () => {
   const TIMEOUT_MS = 1500;
   const restore = await shortenConsumerTimeout(TIMEOUT_MS, 250);
   cleanups.push(restore);
 
-  const file = await createSqliteFile();
-  const store = await openSqliteStore(file.file);
-  await store.migrate();
-  store.database.exec("CREATE TABLE effects (tenant TEXT NOT NULL, event_id TEXT NOT NULL)");
-  cleanups.push(async () => { await store.close(); await file.remove(); });
+  const { store, effects, remove } = await sqliteWithEffects();
+  cleanups.push(remove);
 
   const queue = `ri.test.consumer-timeout.${randomBytes(5).toString("hex")}`;
   cleanups.push(() => deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n))));
   let slowRuns = 0;
-  const handler: InboxHandler<{ tenant: string; event_id: string }, SqliteDatabase> = {
-    name: "timeout-test",
-    async handle(event, ctx) {
-      // The first time only: hold the delivery unacked past the broker's timeout.
-      if (event.event_id === "slow" && slowRuns++ === 0) await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 3));
-      ctx.tx.prepare("INSERT INTO effects (tenant, event_id) VALUES (?, ?)").run(event.tenant, event.event_id);
-    },
-  };
+  // The first time only: hold the delivery unacked past the broker's timeout.
+  const handler = effectsHandler("timeout-test", async (event) => {
+    if (event.event_id === "slow" && slowRuns++ === 0) await new Promise((resolve) => setTimeout(resolve, TIMEOUT_MS * 3));
+  });
   const logs: LogLine[] = [];
   const consumer = new InboxConsumer({ url: amqpUrl, queue, store, handler, logger: collectingLogger(logs), reconnectBaseDelayMs: 50, batchSize: 1 });
   cleanups.push(() => consumer.stop());
   await consumer.start();
   await publishAll(queue, [{ tenant: "t1", event_id: "before" }, { tenant: "t1", event_id: "slow" }, { tenant: "t1", event_id: "after" }]);
 
-  const effects = () => new Map((store.database.prepare("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id").all() as Array<{ event_id: string; n: number }>).map((r) => [r.event_id, r.n]));
   await waitFor(async () => effects().size === 3 && consumer.outcomeCounts.duplicate >= 1 && (await messagesReady(queue)) === 0, 30_000,
     `every event settled after the timeout\n${JSON.stringify(logs.filter((l) => l.level !== "debug"), null, 1)}`);
   await consumer.stop();

@@ -12,11 +12,12 @@ import {
   createJsonLogger, quorumQueueArguments, retryQueueName, silentLogger,
 } from "../../src/index.js";
 import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";
-import type { SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";
+import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import {
   amqpUrl, closeConnectionsNamed, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel,
 } from "../support/broker.js";
-import { createPgSchema, createSqliteFile, openPostgresStore, openSqliteStore } from "../support/databases.js";
+import { createPgSchema, openPostgresStore } from "../support/databases.js";
+import { type SqliteWithEffects, sqliteWithEffects as sqliteFixture } from "../support/sqlite-effects.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -31,20 +32,10 @@ function event(i: number, extra: Record<string, unknown> = {}) {
   return { tenant: "t1", event_id: `e-${i}`, n: i, ...extra };
 }
 
-/** SQLite store with an `effects` table that has NO unique key: a double apply shows as two rows. */
-async function sqliteWithEffects(): Promise<{ store: SqliteStore; effects: () => Map<string, number> }> {
-  const file = await createSqliteFile();
-  const store = await openSqliteStore(file.file);
-  await store.migrate();
-  store.database.exec("CREATE TABLE effects (tenant TEXT NOT NULL, event_id TEXT NOT NULL)");
-  cleanups.push(async () => { await store.close(); await file.remove(); });
-  return {
-    store,
-    effects: () => {
-      const rows = store.database.prepare("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id").all() as Array<{ event_id: string; n: number }>;
-      return new Map(rows.map((r) => [r.event_id, r.n]));
-    },
-  };
+async function sqliteWithEffects(): Promise<SqliteWithEffects> {
+  const fixture = await sqliteFixture();
+  cleanups.push(fixture.remove);
+  return fixture;
 }
 
 function sqliteHandler(name: string, before?: (key: EventKey) => void): InboxHandler<{ tenant: string; event_id: string }, SqliteDatabase> {

@@ -14,7 +14,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { quorumQueueArguments } from "../../src/index.js";
 import type { Store } from "../../src/index.js";
 import { amqpUrl, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
-import { createPgSchema, createSqliteFile, openPostgresStore, openSqliteStore } from "../support/databases.js";
+import { createPgSchema, openPostgresStore } from "../support/databases.js";
+import { sqliteWithEffects } from "../support/sqlite-effects.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const MAX_DELIVERIES = 3;
@@ -34,18 +35,9 @@ interface Fixture {
 }
 
 async function sqliteFixture(): Promise<Fixture> {
-  const file = await createSqliteFile();
-  const store = await openSqliteStore(file.file);
-  await store.migrate();
-  store.database.exec("CREATE TABLE effects (tenant TEXT NOT NULL, event_id TEXT NOT NULL)");
-  cleanups.push(async () => { await store.close(); await file.remove(); });
-  return {
-    databaseUrl: file.file, store: store,
-    effects: () => {
-      const rows = store.database.prepare("SELECT event_id, count(*) AS n FROM effects GROUP BY event_id").all() as Array<{ event_id: string; n: number }>;
-      return Promise.resolve(new Map(rows.map((r) => [r.event_id, Number(r.n)])));
-    },
-  };
+  const { store, file, effects, remove } = await sqliteWithEffects();
+  cleanups.push(remove);
+  return { databaseUrl: file, store: store, effects: () => Promise.resolve(effects()) };
 }
 
 async function postgresFixture(): Promise<Fixture> {
