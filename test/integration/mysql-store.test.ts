@@ -60,7 +60,7 @@ let store: MysqlStore;
 const migrateLog = captureLogger();
 const stores: MysqlStore[] = [];
 
-async function openStore(options: { poolSize?: number; logger?: Logger; isolationLevel?: MysqlIsolationLevel } = {}): Promise<MysqlStore> {
+async function openStore(options: { poolSize?: number; logger?: Logger; isolationLevel?: MysqlIsolationLevel; traceQueries?: boolean } = {}): Promise<MysqlStore> {
   const s = await MysqlStore.connect(db.url, options);
   stores.push(s);
   return s;
@@ -183,6 +183,25 @@ describe("MysqlStore on MariaDB", () => {
     const typed = new MysqlStore({ pool });
     expect(typed.dialect).toBe("mysql");
     return pool.end();
+  });
+
+  it("captures the caller's stack for each query only with traceQueries (off by default: it costs CPU per statement)", async () => {
+    async function handlerQueryFromHere(connection: MysqlConnection): Promise<unknown> {
+      try {
+        await connection.query("SELECT * FROM no_such_table_here");
+        return undefined;
+      } catch (error) {
+        return error;
+      }
+    }
+    const stackOf = async (s: MysqlStore) => String((await s.transaction((tx) => handlerQueryFromHere(tx.handle)) as Error).stack);
+    const plain = await openStore({ poolSize: 1 });
+    const traced = await openStore({ poolSize: 1, traceQueries: true });
+    const [plainStack, tracedStack] = [await stackOf(plain), await stackOf(traced)];
+    expect(plainStack).toContain("no_such_table_here");
+    expect(tracedStack).toContain("no_such_table_here");
+    expect(tracedStack).toContain("handlerQueryFromHere");
+    expect(plainStack).not.toContain("handlerQueryFromHere");
   });
 
   it("migrates twice and concurrently, recording each migration once", async () => {
