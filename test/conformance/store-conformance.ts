@@ -342,6 +342,24 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
           expect(await count("h", k1)).toBe(3);
         });
 
+        it("a count that fails does not hold the event back: it is logged and the broker's count decides", async () => {
+          const logger = recordingLogger();
+          // The store's own transactions, with a countRedelivery that fails (a lost session, say).
+          const failing: Store<Tx> = {
+            dialect: store.dialect, maxConcurrentTransactions: store.maxConcurrentTransactions,
+            migrate: () => store.migrate(), close: () => Promise.resolve(),
+            listQuarantine: (options) => store.listQuarantine(options), countInbox: (handler, key) => store.countInbox(handler, key),
+            transaction: (work, beforeCommit) => store.transaction((tx) => work({
+              handle: tx.handle, claim: (h, c) => tx.claim(h, c), quarantine: (r) => tx.quarantine(r),
+              countRedelivery: () => Promise.reject(new TransientStoreError("count failed")),
+            }), beforeCommit),
+          };
+          const p = pipeline(counterHandler(business), { logger, maxDeliveries: 1 }, failing);
+          expect(kinds(await p.process([incomingMessage(body("t1", "e-1", "a", 5), { redelivered: true })]))).toEqual(["applied"]);
+          expect(await readCounter("a")).toBe(5);
+          expect(logger.lines.some((l) => l.level === "warn" && l.message.startsWith("could not count a redelivery"))).toBe(true);
+        });
+
         it("a redelivered event is applied while under maxDeliveries, and quarantined as retries_exhausted once it reaches it", async () => {
           const p = pipeline(counterHandler(business), { maxDeliveries: 2 });
           const redelivered = (eventId: string, delta: number) => incomingMessage(body("t1", eventId, "a", delta), { redelivered: true });
