@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
-import { createMysqlDatabase, createPgSchema, createSqliteFile } from "../support/databases.js";
+import { createEmptyDatabase, createSqliteFile } from "../support/databases.js";
 import { type CliRun, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { FIXTURE_KINDS, type FixtureKind, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 
@@ -19,19 +19,9 @@ const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** A new, empty database of the kind (an SQLite path not created yet); removed after the test. Returns its DATABASE_URL. */
 async function emptyDatabase(kind: FixtureKind): Promise<string> {
-  if (kind === "postgres") {
-    const schema = await createPgSchema();
-    cleanups.push(() => schema.drop());
-    return schema.url;
-  }
-  if (kind === "mysql") {
-    const database = await createMysqlDatabase();
-    cleanups.push(() => database.drop());
-    return database.url;
-  }
-  const file = await createSqliteFile();
-  cleanups.push(() => file.remove());
-  return file.file;
+  const created = await createEmptyDatabase(kind);
+  cleanups.push(created.remove);
+  return created.url;
 }
 
 /** A failure: exactly one line on stderr, starting with the command's name, nothing on stdout, a non-zero exit. */

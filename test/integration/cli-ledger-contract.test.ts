@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { cliBalances, cliQuarantine, readLedgerTables } from "../../examples/ledger/harness.js";
 import { publishAll } from "../support/broker.js";
-import { createMysqlDatabase, createPgSchema, createSqliteFile } from "../support/databases.js";
+import { type DatabaseKind, createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -18,20 +18,10 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-async function database(kind: "postgres" | "sqlite" | "mysql"): Promise<string> {
-  if (kind === "postgres") {
-    const schema = await createPgSchema();
-    cleanups.push(() => schema.drop());
-    return schema.url;
-  }
-  if (kind === "mysql") {
-    const db = await createMysqlDatabase();
-    cleanups.push(() => db.drop());
-    return db.url;
-  }
-  const file = await createSqliteFile();
-  cleanups.push(() => file.remove());
-  return file.file;
+async function database(kind: DatabaseKind): Promise<string> {
+  const created = await createEmptyDatabase(kind);
+  cleanups.push(created.remove);
+  return created.url;
 }
 
 const seconds = (date: Date) => Math.floor(date.getTime() / 1000);

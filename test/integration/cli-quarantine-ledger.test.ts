@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { readLedgerTables } from "../../examples/ledger/harness.js";
 import { publishAll } from "../support/broker.js";
-import { createMysqlDatabase, createPgSchema, createSqliteFile } from "../support/databases.js";
+import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -24,20 +24,9 @@ interface Shown { status: string; audit: Array<{ action: string; actor: string; 
 
 describe.each(["postgres", "sqlite", "mysql"] as const)("quarantine replay and discard with the ledger on %s", (kind) => {
   it("replay applies once, accept-new replaces the stored version, discard is audited", async () => {
-    let databaseUrl: string;
-    if (kind === "postgres") {
-      const schema = await createPgSchema();
-      cleanups.push(() => schema.drop());
-      databaseUrl = schema.url;
-    } else if (kind === "mysql") {
-      const db = await createMysqlDatabase();
-      cleanups.push(() => db.drop());
-      databaseUrl = db.url;
-    } else {
-      const file = await createSqliteFile();
-      cleanups.push(() => file.remove());
-      databaseUrl = file.file;
-    }
+    const database = await createEmptyDatabase(kind);
+    cleanups.push(database.remove);
+    const databaseUrl = database.url;
     const queue = `ledger.replay.${randomBytes(4).toString("hex")}`;
     cleanups.push(await ledgerTopology(queue));
     const env = { DATABASE_URL: databaseUrl, RABBIT_INBOX_ACTOR: "ops-carol" };

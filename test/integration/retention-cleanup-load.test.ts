@@ -9,7 +9,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { readLedgerTables } from "../../examples/ledger/harness.js";
 import { publishAll, waitFor } from "../support/broker.js";
-import { createMysqlDatabase, createPgSchema, createSqliteFile } from "../support/databases.js";
+import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -24,20 +24,9 @@ const PER_ROUND = 100;
 
 describe.each(["postgres", "sqlite", "mysql"] as const)("cleanup while consumers run on %s", (kind) => {
   it("purges in small batches without a single transient retry or error in the consumers", { timeout: 180_000 }, async () => {
-    let databaseUrl: string;
-    if (kind === "postgres") {
-      const schema = await createPgSchema();
-      cleanups.push(() => schema.drop());
-      databaseUrl = schema.url;
-    } else if (kind === "mysql") {
-      const db = await createMysqlDatabase();
-      cleanups.push(() => db.drop());
-      databaseUrl = db.url;
-    } else {
-      const file = await createSqliteFile();
-      cleanups.push(() => file.remove());
-      databaseUrl = file.file;
-    }
+    const database = await createEmptyDatabase(kind);
+    cleanups.push(database.remove);
+    const databaseUrl = database.url;
     const queue = `ledger.cleanup.${randomBytes(4).toString("hex")}`;
     cleanups.push(await ledgerTopology(queue));
     const consumers = [await LedgerService.start({ queue, databaseUrl })];

@@ -110,3 +110,23 @@ export async function createMysqlDatabase(base: string = mysqlUrl): Promise<Test
     drop: () => withMysql(base, (c) => c.query(`DROP DATABASE IF EXISTS ${database}`)).then(() => undefined),
   };
 }
+
+export type DatabaseKind = "postgres" | "sqlite" | "mysql";
+
+/**
+ * A new, empty database of the kind, as the DATABASE_URL the ledger and the `rabbit-inbox`
+ * command take: a PostgreSQL schema (search_path in the URL), a MariaDB database, or an SQLite
+ * path not created yet. `remove` drops it.
+ */
+export async function createEmptyDatabase(kind: DatabaseKind): Promise<{ url: string; remove: () => Promise<void> }> {
+  if (kind === "postgres") {
+    const schema = await createPgSchema();
+    return { url: schema.url, remove: () => schema.drop() };
+  }
+  if (kind === "mysql") {
+    const database = await createMysqlDatabase();
+    return { url: database.url, remove: () => database.drop() };
+  }
+  const file = await createSqliteFile();
+  return { url: file.file, remove: () => file.remove() };
+}

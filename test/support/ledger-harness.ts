@@ -3,7 +3,7 @@ import {
   BrokerClient, type CliBalance, type CliQuarantine, type ExitStatus, LedgerProcess, type LedgerProcessOptions, type LedgerTables,
   cliBalances, cliQuarantine, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, randomQueueName, readLedgerTables,
 } from "../../examples/ledger/harness.js";
-import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
+import { createEmptyDatabase } from "./databases.js";
 
 /**
  * Per-test context for the ledger integration tests: a random work queue (and its
@@ -56,16 +56,8 @@ export function useLedgerTest(kind: LedgerDatabaseKind): LedgerTestContext {
   beforeEach(async () => {
     const broker = await BrokerClient.connect();
     const queue = randomQueueName();
-    if (kind === "postgres") {
-      const schema = await createPgSchema();
-      state = { queue, broker, databaseUrl: schema.url, remove: () => schema.drop() };
-    } else if (kind === "mysql") {
-      const database = await createMysqlDatabase();
-      state = { queue, broker, databaseUrl: database.url, remove: () => database.drop() };
-    } else {
-      const file = await createSqliteFile();
-      state = { queue, broker, databaseUrl: file.file, remove: () => file.remove() };
-    }
+    const database = await createEmptyDatabase(kind);
+    state = { queue, broker, databaseUrl: database.url, remove: database.remove };
     await broker.declare(queue);
   });
 
