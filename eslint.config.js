@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "data/**", "coverage/**", "examples/byo-transaction/prisma/generated/**"] },
+  { ignores: [".bench/**", "dist/**", "node_modules/**", "data/**", "coverage/**", "examples/byo-transaction/prisma/generated/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

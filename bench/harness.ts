@@ -1,6 +1,9 @@
 import amqp from "amqplib";
 import type { Channel, ConsumeMessage } from "amqplib";
 import { randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
+import { join } from "node:path";
 
 export const AMQP_URL = process.env.AMQP_URL || "amqp://guest:guest@127.0.0.1:5672";
 
@@ -19,6 +22,10 @@ export interface RunResult {
   rssLastQuarterMb: number;
   /** CPU time of this (the consumer's) process per message, user + system, in microseconds. */
   nodeCpuUsPerMsg: number;
+  /** The part of nodeCpuUsPerMsg spent in the kernel (socket reads and writes, mostly). */
+  nodeSystemCpuUsPerMsg: number;
+  /** The whole machine's CPU per message during the run, by process group, and idle time. */
+  cpu: CpuSplit;
 }
 
 export function randomName(prefix: string): string {
@@ -142,5 +149,78 @@ export async function runPlainConsumer(
     return { seconds: (performance.now() - started) / 1000, latency };
   } finally {
     await connection.close();
+  }
+}
+
+/** CPU time (user + system) of every process on the machine, grouped by who it belongs to. */
+type CpuGroup = "broker" | "database" | "bench" | "other";
+
+function groupOf(pid: number, comm: string): CpuGroup {
+  if (pid === process.pid) return "bench";
+  if (comm === "beam.smp" || comm === "erl_child_setup" || comm === "epmd") return "broker";
+  if (comm === "postgres" || comm === "mariadbd" || comm === "mysqld") return "database";
+  return "other";
+}
+
+function readProcessTicks(): Map<number, { group: CpuGroup; ticks: number }> {
+  const out = new Map<number, { group: CpuGroup; ticks: number }>();
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    let stat: string;
+    try { stat = readFileSync(`/proc/${pid}/stat`, "utf8"); } catch { continue; }
+    // "pid (comm) state ppid ..." — comm may hold spaces and parentheses: split at the last ')'.
+    const close = stat.lastIndexOf(")");
+    const comm = stat.slice(stat.indexOf("(") + 1, close);
+    const fields = stat.slice(close + 2).split(" ");
+    out.set(pid, { group: groupOf(pid, comm), ticks: Number(fields[11]) + Number(fields[12]) });
+  }
+  return out;
+}
+
+function readIdleTicks(): number {
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/);
+  return Number(cpu[4]) + Number(cpu[5]);
+}
+
+/** Where the machine's CPU went during a run, in microseconds per message, from /proc (Linux). */
+export interface CpuSplit { broker: number; database: number; bench: number; other: number; idle: number }
+
+export class SystemCpuSampler {
+  private readonly before = readProcessTicks();
+  private readonly idleBefore = readIdleTicks();
+  /** Processes that start and end within the run (short-lived backends) are not seen. */
+  stop(messages: number): CpuSplit {
+    const after = readProcessTicks();
+    const idle = readIdleTicks() - this.idleBefore;
+    const split: CpuSplit = { broker: 0, database: 0, bench: 0, other: 0, idle: 0 };
+    for (const [pid, now] of after) split[now.group] += now.ticks - (this.before.get(pid)?.ticks ?? 0);
+    split.idle = idle;
+    const usPerTick = 1_000_000 / 100; // USER_HZ, 100 on Linux
+    for (const key of Object.keys(split) as Array<keyof CpuSplit>) split[key] = Math.round((split[key] * usPerTick) / messages);
+    return split;
+  }
+}
+
+/** A V8 CPU profile of part of a run (`--profile DIR`), for chrome://inspect or speedscope. */
+export class CpuProfiler {
+  private constructor(private readonly session: Session) {}
+
+  static async start(): Promise<CpuProfiler> {
+    const session = new Session();
+    session.connect();
+    await session.post("Profiler.enable");
+    await session.post("Profiler.start");
+    return new CpuProfiler(session);
+  }
+
+  /** Stops, writes `<dir>/<name>-<time>.cpuprofile` and returns its path. */
+  async stopInto(dir: string, name: string): Promise<string> {
+    const { profile } = await this.session.post("Profiler.stop");
+    this.session.disconnect();
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, `${name}-${Date.now()}.cpuprofile`);
+    writeFileSync(path, JSON.stringify(profile));
+    return path;
   }
 }

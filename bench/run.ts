@@ -1,15 +1,17 @@
 /**
  * Throughput benchmark (issue: batched transactions). In ONE run and on the same queue settings
- * (durable classic queue, persistent messages, prefetch 200), measures:
- *   raw          consume + ack, no database
- *   naive        one autocommit UPDATE per message, no dedup
- *   handwritten  per message: BEGIN; INSERT .. ON CONFLICT DO NOTHING; UPDATE; COMMIT
- *   strict       the library, one transaction per message (batchSize 1)
- *   batched      the library with the ledger's set-based handler, default settings
- * and prints msgs/s, p50/p99 settle latency, this process's CPU per message, peak RSS and the
- * MISSION.md ratios.
+ * (durable classic queue, persistent messages), measures:
+ *   raw          consume + ack at prefetch 200, no database
+ *   naive        one autocommit UPDATE per message, no dedup (prefetch 200)
+ *   handwritten  per message: BEGIN; INSERT .. ON CONFLICT DO NOTHING; UPDATE; COMMIT (prefetch 200)
+ *   strict       the library, one transaction per message (batchSize 1, prefetch 200)
+ *   batched      the library with the ledger's set-based handler and the library's defaults
+ *                (batchSize 200, prefetch 400), as the ledger runs
+ * and prints msgs/s, p50/p99 settle latency, this process's CPU per message, where the
+ * machine's CPU went (broker, database, this process, idle; from /proc), peak RSS and the
+ * MISSION.md ratios. The benchmark runs compiled (tsc), as the library ships.
  *
- *   npm run bench -- [--messages 50000] [--runs 1] [--db postgres,sqlite] [--json] [--scale 5000000]
+ *   npm run bench -- [--messages 50000] [--runs 1] [--db postgres,mysql,sqlite] [--json] [--scale 5000000]
  */
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -28,7 +30,7 @@ import { mysqlLedgerSchema, mysqlLedgerSql } from "../examples/ledger/ledger-mys
 import { postgresLedgerSchema, postgresLedgerSql } from "../examples/ledger/ledger-postgres.js";
 import { sqliteLedgerSchema, sqliteLedgerSql } from "../examples/ledger/ledger-sqlite.js";
 import {
-  AMQP_URL, LatencyRecorder, type RunResult, RssSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
+  AMQP_URL, LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
 } from "./harness.js";
 
 const PG_URL = process.env.BENCH_PG_URL || "postgres://postgres@127.0.0.1:5432/test";
@@ -39,12 +41,14 @@ const ACCOUNTS = 1000;
 
 interface Args {
   messages: number; runs: number; dbs: string[]; json: boolean; scale: number; only: string[] | undefined;
+  /** A directory: write a V8 CPU profile of each scenario's timed part there. */
+  profile: string | undefined;
   /** The batched library consumer's settings (default: the library's defaults, as the ledger runs). */
   batched: { batchSize?: number; prefetch?: number; concurrency?: number };
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "mysql", "sqlite"], json: false, scale: 0, only: undefined, batched: {} };
+  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "mysql", "sqlite"], json: false, scale: 0, only: undefined, profile: undefined, batched: {} };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { const v = argv[++i]; if (v === undefined) throw new Error(`${a} needs a value`); return v; };
@@ -57,7 +61,8 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--batch-size") args.batched.batchSize = Number(next());
     else if (a === "--batched-prefetch") args.batched.prefetch = Number(next());
     else if (a === "--concurrency") args.batched.concurrency = Number(next());
-    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--json]"); process.exit(0); }
+    else if (a === "--profile") args.profile = next();
+    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--batch-size N] [--batched-prefetch N] [--concurrency N] [--profile DIR] [--json]"); process.exit(0); }
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
@@ -287,7 +292,8 @@ async function runLibrary(
   let resolveDone!: () => void;
   const done = new Promise<void>((resolve) => { resolveDone = resolve; });
   const consumer = new InboxConsumer({
-    url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger, prefetch: config.prefetch ?? PREFETCH,
+    url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger,
+    ...(config.prefetch !== undefined ? { prefetch: config.prefetch } : {}),
     ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
     ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
     onOutcome: (outcome, timing) => {
@@ -307,7 +313,7 @@ async function runLibrary(
 const SCENARIOS = ["raw", "naive", "handwritten", "strict", "batched"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
-async function runScenario(scenario: Scenario, dbName: string, n: number, preload: number, batched: Args["batched"] = {}): Promise<RunResult> {
+async function runScenario(scenario: Scenario, dbName: string, n: number, preload: number, batched: Args["batched"] = {}, profileDir?: string): Promise<RunResult> {
   const db = scenario === "raw" ? undefined : dbName === "postgres" ? await openPostgres() : dbName === "mysql" ? await openMysql() : await openSqlite();
   const queue = randomName(`bench.${scenario}`);
   try {
@@ -315,6 +321,8 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
     await preparePublishedQueue(queue, n, ACCOUNTS, randomName("ev"));
     const rss = new RssSampler();
     const cpu0 = process.cpuUsage();
+    const machine = new SystemCpuSampler();
+    const profiler = profileDir === undefined ? undefined : await CpuProfiler.start();
     let measured: { seconds: number; latency: LatencyRecorder };
     if (scenario === "raw") {
       measured = await runPlainConsumer(queue, n, PREFETCH, (channel, message) => { channel.ack(message); return Promise.resolve(); });
@@ -324,12 +332,14 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
       measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.handwritten(message.content); channel.ack(message); });
     } else if (scenario === "strict") {
       const { store, handler, concurrency } = db!.libraryStrict();
-      measured = await runLibrary(queue, n, { store, handler, concurrency, batchSize: 1 });
+      measured = await runLibrary(queue, n, { store, handler, concurrency, batchSize: 1, prefetch: PREFETCH });
     } else {
       measured = await runLibrary(queue, n, { ...db!.libraryBatched(), ...batched });
     }
     const memory = rss.stop();
     const cpu = process.cpuUsage(cpu0);
+    const split = machine.stop(n);
+    if (profiler) console.error(`profile: ${await profiler.stopInto(profileDir!, `${scenario}-${dbName}`)}`);
     if (db) {
       const total = await db.total();
       if (total !== expectedTotal(n)) throw new Error(`${scenario}/${dbName}: balances sum to ${total}, expected ${expectedTotal(n)}`);
@@ -339,7 +349,7 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
       seconds: Math.round(measured.seconds * 100) / 100, msgsPerSec: Math.round(n / measured.seconds),
       p50Ms: measured.latency.percentile(50), p99Ms: measured.latency.percentile(99),
       peakRssMb: memory.peakMb, rssFirstQuarterMb: memory.firstQuarterMb, rssLastQuarterMb: memory.lastQuarterMb,
-      nodeCpuUsPerMsg: Math.round((cpu.user + cpu.system) / n),
+      nodeCpuUsPerMsg: Math.round((cpu.user + cpu.system) / n), nodeSystemCpuUsPerMsg: Math.round(cpu.system / n), cpu: split,
     };
   } finally {
     await deleteQueues(queue).catch(() => undefined);
@@ -357,19 +367,19 @@ async function main(): Promise<void> {
   const scenarios = SCENARIOS.filter((s) => !args.only || args.only.includes(s));
   const results: RunResult[] = [];
   const log = (line: string) => { if (!args.json) console.log(line); };
-  log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, prefetch ${PREFETCH}, ${args.runs} run(s), node ${process.version}, ${new Date().toISOString()}`);
+  log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, prefetch ${PREFETCH} (batched: the library's default unless --batched-prefetch), ${args.runs} run(s), node ${process.version}, ${new Date().toISOString()}`);
   for (let run = 1; run <= args.runs; run++) {
     if (scenarios.includes("raw")) {
-      results.push(await runScenario("raw", "-", args.messages, 0));
+      results.push(await runScenario("raw", "-", args.messages, 0, {}, args.profile));
       log(format(results.at(-1)!));
     }
     for (const dbName of args.dbs) {
       for (const scenario of scenarios.filter((s) => s !== "raw")) {
-        results.push(await runScenario(scenario, dbName, args.messages, 0, args.batched));
+        results.push(await runScenario(scenario, dbName, args.messages, 0, args.batched, args.profile));
         log(format(results.at(-1)!));
       }
       if (args.scale > 0) {
-        const r = await runScenario("batched", dbName, args.messages, args.scale, args.batched);
+        const r = await runScenario("batched", dbName, args.messages, args.scale, args.batched, args.profile);
         results.push({ ...r, scenario: `batched+${args.scale}rows` });
         log(format(results.at(-1)!));
       }
@@ -396,7 +406,7 @@ async function main(): Promise<void> {
 }
 
 function format(r: RunResult): string {
-  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  node cpu ${String(r.nodeCpuUsPerMsg).padStart(4)} us/msg  rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})`;
+  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  node cpu ${String(r.nodeCpuUsPerMsg).padStart(4)} us/msg (sys ${r.nodeSystemCpuUsPerMsg})  rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})  machine us/msg: broker ${r.cpu.broker} db ${r.cpu.database} bench ${r.cpu.bench} other ${r.cpu.other} idle ${r.cpu.idle}`;
 }
 
 main().then(() => process.exit(0), (error: unknown) => {
