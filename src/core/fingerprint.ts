@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
 /**
  * Canonical JSON: object keys sorted by code unit, no whitespace, and iterative so a deeply
@@ -65,9 +65,10 @@ function flatObjectKeys(value: unknown): string[] | null {
 
 /** SHA-256 (hex) of the canonical JSON of a decoded event: the default payload fingerprint. */
 export function fingerprintOf(value: unknown): string {
-  return createHash("sha256").update(canonicalJson(value)).digest("hex");
+  return sha256Hex(canonicalJson(value));
 }
 
+/** One-shot `crypto.hash` (Node >= 20.12): about half the cost of createHash().update().digest() for small inputs. */
 export function sha256Hex(data: Buffer | string): string {
-  return createHash("sha256").update(data).digest("hex");
+  return hash("sha256", data, "hex");
 }
