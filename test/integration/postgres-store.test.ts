@@ -1,7 +1,8 @@
 /** PostgreSQL-specific behaviour of the store that the shared conformance suite cannot express. */
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { InboxPipeline, type InboxHandler, silentLogger } from "../../src/index.js";
-import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";
+import { InboxPipeline, type InboxHandler, type Outcome, silentLogger } from "../../src/index.js";
+import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { createPgSchema, openPostgresStore } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 
@@ -43,3 +44,114 @@ describe("PostgresStore", () => {
     expect(effects).toBe(0);
   });
 });
+
+/** A store on a pool whose clients record every SQL text they are sent. */
+async function recordingStore(): Promise<{ store: PostgresStore; sent: string[]; pool: pg.Pool }> {
+  const schema = await createPgSchema();
+  const pool = new pg.Pool({ connectionString: schema.url, max: 4 });
+  const sent: string[] = [];
+  // Only the store's promise-style checkouts are recorded; pool.query (callback style) is not.
+  const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pg.PoolClient> | undefined;
+  (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = async (...args: unknown[]) => {
+    if (args.length > 0) return connect(...args);
+    const client = (await connect())!;
+    const recorded = client as pg.PoolClient & { recording?: boolean };
+    if (!recorded.recording) {
+      recorded.recording = true;
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        const first = args[0] as string | { text: string };
+        sent.push(typeof first === "string" ? first : first.text);
+        return query(...args);
+      };
+    }
+    return client;
+  };
+  const store = new PostgresStore({ pool });
+  cleanups.push(() => schema.drop(), () => pool.end());
+  await store.migrate();
+  await store.transaction(async (tx) => { await tx.handle.query("CREATE TABLE effects (event_id text NOT NULL)"); });
+  sent.length = 0;
+  return { store, sent, pool };
+}
+
+const effectsHandler: InboxHandler<{ event_id: string }, PgClient> = {
+  name: "fast",
+  async handleBatch(items, tx) {
+    await tx.query("INSERT INTO effects (event_id) SELECT * FROM unnest($1::text[])", [items.map((i) => i.event.event_id)]);
+  },
+};
+
+async function effectsOf(pool: pg.Pool): Promise<string[]> {
+  return (await pool.query("SELECT event_id FROM effects ORDER BY event_id")).rows.map((r: { event_id: string }) => r.event_id);
+}
+
+const kinds = (outcomes: Outcome[]) => outcomes.map((o) => (o.kind === "quarantined" ? `quarantined:${o.reason}` : o.kind));
+
+describe("PostgresStore batch claim: plain INSERT in a savepoint, ON CONFLICT after a unique violation", () => {
+  it("claims a batch of new keys with one plain INSERT, sent with BEGIN and the savepoint in one query", async () => {
+    const { store, sent, pool } = await recordingStore();
+    const pipeline = new InboxPipeline({ store, handler: effectsHandler, logger: silentLogger });
+    const outcomes = await pipeline.process(["a", "b", "c"].map((id) => incomingMessage({ tenant: "t1", event_id: id })));
+    expect(kinds(outcomes)).toEqual(["applied", "applied", "applied"]);
+    expect(await effectsOf(pool)).toEqual(["a", "b", "c"]);
+    const claims = sent.filter((text) => text.includes("rabbit_inbox_dedup"));
+    expect(claims).toHaveLength(1);
+    expect(claims[0]).toMatch(/^BEGIN;SAVEPOINT rabbit_inbox_claim;INSERT INTO/);
+    expect(claims[0]).not.toContain("ON CONFLICT");
+    expect(await store.countInbox("fast")).toBe(3);
+  });
+
+  it("falls back to ON CONFLICT when a key exists: duplicates, conflicts and new events settle as if it had run first", async () => {
+    const { store, sent, pool } = await recordingStore();
+    const pipeline = new InboxPipeline({ store, handler: effectsHandler, logger: silentLogger });
+    await pipeline.process([incomingMessage({ tenant: "t1", event_id: "dup" }), incomingMessage({ tenant: "t1", event_id: "clash", v: 1 })]);
+    sent.length = 0;
+    const outcomes = await pipeline.process([
+      incomingMessage({ tenant: "t1", event_id: "new-1" }),
+      incomingMessage({ tenant: "t1", event_id: "dup" }),
+      incomingMessage({ tenant: "t1", event_id: "clash", v: 2 }),
+      incomingMessage({ tenant: "t1", event_id: "new-2" }),
+    ]);
+    expect(kinds(outcomes)).toEqual(["applied", "duplicate", "quarantined:conflict", "applied"]);
+    expect(await effectsOf(pool)).toEqual(["clash", "dup", "new-1", "new-2"]);
+    expect(sent.some((text) => text.startsWith("ROLLBACK TO SAVEPOINT rabbit_inbox_claim"))).toBe(true);
+    expect(sent.some((text) => text.includes("ON CONFLICT DO NOTHING"))).toBe(true);
+    expect(await store.countInbox("fast")).toBe(4);
+  });
+
+  it("waits for a transaction inserting the same key, then sees its row (committed) or takes the key (rolled back)", async () => {
+    for (const ending of ["commit", "rollback"] as const) {
+      const { store, pool } = await recordingStore();
+      const pipeline = new InboxPipeline({ store, handler: effectsHandler, logger: silentLogger });
+      const holder = await pool.connect();
+      try {
+        await holder.query("BEGIN");
+        // The same row a pipeline run would have written for {"event_id":"held","tenant":"t1"}.
+        const [first] = await new InboxPipeline({ store, handler: { ...effectsHandler, name: "probe" }, logger: silentLogger })
+          .process([incomingMessage({ tenant: "t1", event_id: "held" })]);
+        expect(first!.kind).toBe("applied");
+        const { rows } = await pool.query("SELECT fingerprint FROM rabbit_inbox_dedup WHERE handler = 'probe'");
+        await holder.query("INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint) VALUES ('t1', 'fast', 'held', $1)", [rows[0]!.fingerprint]);
+        const running = pipeline.process([incomingMessage({ tenant: "t1", event_id: "held" }), incomingMessage({ tenant: "t1", event_id: "other" })]);
+        // The batch's INSERT is now waiting on the held key.
+        await waitFor(async () => (await pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%SAVEPOINT rabbit_inbox_claim%'")).rows[0]!.n === 1);
+        await holder.query(ending === "commit" ? "COMMIT" : "ROLLBACK");
+        const outcomes = await running;
+        expect(kinds(outcomes)).toEqual(ending === "commit" ? ["duplicate", "applied"] : ["applied", "applied"]);
+        expect(await effectsOf(pool)).toEqual(ending === "commit" ? ["held", "other"] : ["held", "held", "other"]);
+        expect(await store.countInbox("fast")).toBe(2);
+      } finally {
+        holder.release();
+      }
+    }
+  });
+});
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

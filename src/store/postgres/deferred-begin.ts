@@ -40,6 +40,23 @@ export class DeferredBegin<C extends PgClient> {
     return this.client.query(statement);
   }
 
+  /**
+   * `SAVEPOINT <name>; <statement>` as one simple query (after `BEGIN;` if nothing was sent yet),
+   * or as two round trips when the statement's parameters cannot be inlined.
+   */
+  async queryInSavepoint(savepoint: string, statement: PgStatement): Promise<PgQueryResult> {
+    const inlined = inlineParameters(statement);
+    if (inlined === null) {
+      await this.query({ text: `SAVEPOINT ${savepoint}`, values: [] });
+      return this.query(statement);
+    }
+    const begin = this.begun ? "" : "BEGIN;";
+    this.begun = true;
+    if (this.begin) await this.begin;
+    const results = (await this.client.query(`${begin}SAVEPOINT ${savepoint};${inlined}`)) as unknown as PgQueryResult[];
+    return results[results.length - 1]!;
+  }
+
   /** Waits for a BEGIN sent on its own, so that its failure surfaces before COMMIT. */
   async settled(): Promise<void> {
     if (this.begin) await this.begin;

@@ -19,6 +19,14 @@ export interface PgStatement {
 export type PgQuery = (statement: PgStatement) => Promise<PgQueryResult>;
 
 /**
+ * Runs `SAVEPOINT <name>` then the statement, in one round trip where the connection allows it
+ * (PostgresStore: one simple query, the parameters inlined as literals), and gives the
+ * statement's result. A statement that fails leaves the transaction usable through
+ * `ROLLBACK TO SAVEPOINT <name>`.
+ */
+export type PgQueryInSavepoint = (savepoint: string, statement: PgStatement) => Promise<PgQueryResult>;
+
+/**
  * One statement on a client borrowed from the pool, outside any transaction: errors classified,
  * and a client whose session broke destroyed rather than returned to the pool.
  */

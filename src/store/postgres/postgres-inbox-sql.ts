@@ -2,7 +2,7 @@ import type { EventKey } from "../../core/event.js";
 import {
   type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, quarantineDedupKey,
 } from "../../core/store.js";
-import type { PgQuery } from "./pg-query.js";
+import type { PgQuery, PgQueryInSavepoint } from "./pg-query.js";
 import { PostgresClaimGuards } from "./postgres-claim-guards.js";
 
 /** Prepared-statement names must be unique per text on a connection; the schema is part of the text. */
@@ -25,18 +25,22 @@ export class PostgresInboxSql {
     this.guards = new PostgresClaimGuards(prefix, statementTag(schema));
   }
 
-  async claim(query: PgQuery, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]> {
+  /**
+   * `inSavepoint`, when the connection offers it, lets a batch claim take the fast path: see
+   * insertBatch.
+   */
+  async claim(query: PgQuery, handler: string, claims: readonly InboxClaim[], inSavepoint?: PgQueryInSavepoint): Promise<ClaimResult[]> {
     const tenants = claims.map((c) => c.key.tenant);
     const ids = claims.map((c) => c.key.eventId);
     // One event (strict mode): a plain VALUES insert, cheaper to run than the unnest form.
     const single = claims.length === 1 ? claims[0]! : undefined;
     const inserted = single
-      ? await query({ name: this.sql.claimOneName, text: this.sql.claimOne, values: [handler, single.key.tenant, single.key.eventId, single.fingerprint] })
-      : await query({ name: this.sql.claimName, text: this.sql.claim, values: [handler, tenants, ids, claims.map((c) => c.fingerprint)] });
-    const allInserted = inserted.rows.length === claims.length;
+      ? (await query({ name: this.sql.claimOneName, text: this.sql.claimOne, values: [handler, single.key.tenant, single.key.eventId, single.fingerprint] })).rows
+      : await this.insertBatch(query, inSavepoint, [handler, tenants, ids, claims.map((c) => c.fingerprint)]);
+    const allInserted = inserted === null || inserted.length === claims.length;
     const fenced = claims.some((c) => c.eventTime !== undefined);
     if (allInserted && !fenced) return claims.map(() => ({ status: "claimed" }));
-    const claimed = allInserted ? null : new Set(inserted.rows.map((r) => JSON.stringify([r.tenant, r.event_id])));
+    const claimed = allInserted ? null : new Set(inserted.map((r) => JSON.stringify([r.tenant, r.event_id])));
     const isInserted = claims.map((c) => claimed === null || claimed.has(JSON.stringify([c.key.tenant, c.key.eventId])));
     let results: ClaimResult[] = claims.map(() => ({ status: "claimed" }));
     if (!allInserted) {
@@ -52,6 +56,31 @@ export class PostgresInboxSql {
       });
     }
     return this.guards.apply(query, handler, claims, results, isInserted);
+  }
+
+  /**
+   * Inserts a batch's claims; null means every one was inserted, else the rows that were.
+   *
+   * The fast path, inside a savepoint: a plain INSERT, which either inserts every row or fails
+   * on the first key that exists (23505). It costs PostgreSQL about a quarter less per row than
+   * `ON CONFLICT DO NOTHING`, whose speculative insertion adds an index probe, a lock on a
+   * speculative token and one more WAL record per row (measured here: 200 rows in 2.8-3.1 ms
+   * instead of 3.8-4.6 ms). Redeliveries are claimed one by one elsewhere, so a batch meets an
+   * existing key only when a producer sent a duplicate: then the savepoint is rolled back and
+   * the `ON CONFLICT` form runs, with the same outcome as if it had run first. A key another
+   * transaction is inserting makes either form wait for that transaction, then see its row.
+   */
+  private async insertBatch(query: PgQuery, inSavepoint: PgQueryInSavepoint | undefined, values: unknown[]): Promise<Array<Record<string, unknown>> | null> {
+    if (inSavepoint) {
+      try {
+        await inSavepoint(CLAIM_SAVEPOINT, { name: this.sql.claimAllName, text: this.sql.claimAll, values });
+        return null;
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code !== "23505") throw error;
+        await query({ text: `ROLLBACK TO SAVEPOINT ${CLAIM_SAVEPOINT}`, values: [] });
+      }
+    }
+    return (await query({ name: this.sql.claimName, text: this.sql.claim, values })).rows;
   }
 
   async quarantine(query: PgQuery, records: readonly QuarantineRecord[]): Promise<void> {
@@ -122,8 +151,16 @@ export function timestampOf(value: unknown): Date {
   return new Date(sign === "-" ? utc + offset : utc - offset);
 }
 
+/** The savepoint a batch claim's fast path runs in. */
+const CLAIM_SAVEPOINT = "rabbit_inbox_claim";
+
 function statements(prefix: string, tag: string) {
   return {
+    claimAllName: `ri_claim_all${tag}`,
+    claimAll: `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
+      SELECT t.tenant, $1, t.event_id, t.fingerprint
+      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS t(tenant, event_id, fingerprint, ord)
+      ORDER BY t.ord`,
     claimName: `ri_claim${tag}`,
     claim: `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
       SELECT t.tenant, $1, t.event_id, t.fingerprint

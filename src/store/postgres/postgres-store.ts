@@ -159,7 +159,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     const query: PgQuery = (statement) => session.query(statement);
     return {
       get handle() { return session.handle; },
-      claim: (handler, claims) => this.inboxSql.claim(query, handler, claims),
+      claim: (handler, claims) => this.inboxSql.claim(query, handler, claims, (savepoint, statement) => session.queryInSavepoint(savepoint, statement)),
       quarantine: (records) => this.inboxSql.quarantine(query, records),
       countRedelivery: (handler, key) => this.inboxSql.countRedelivery(query, handler, key),
       writeOutbox: async (records) => {
