@@ -16,6 +16,14 @@ export interface AccountRow {
 export interface LedgerSql<Tx> {
   lockAccounts(tx: Tx, keys: ReadonlyArray<readonly [string, string]>): Promise<AccountRow[]>;
   writeAccounts(tx: Tx, created: readonly AccountRow[], updated: readonly AccountRow[]): Promise<void>;
+  /**
+   * Optional, for batches of adjustments only: in ONE statement, lock the existing accounts in
+   * (tenant, account_id) order and add each account's summed delta, returning every found
+   * account's balance from BEFORE the update. The handler then replays the events from those
+   * balances; if any is refused (missing account, out of range), it returns the rejections and
+   * the pipeline rolls this transaction back and runs it again without them.
+   */
+  adjustAccounts?(tx: Tx, sums: ReadonlyArray<readonly [string, string, bigint]>): Promise<AccountRow[]>;
 }
 
 const accountKey = (tenant: string, accountId: string) => JSON.stringify([tenant, accountId]);
@@ -50,6 +58,9 @@ export function ledgerHandler<Tx>(sql: LedgerSql<Tx>, options: LedgerHandlerOpti
     name: LEDGER_HANDLER,
     parse: (body) => parseLedgerEvent(body),
     async handleBatch(items, tx) {
+      if (sql.adjustAccounts && items.every(({ event }) => event.type === "balance.adjusted")) {
+        return adjustOnly((t, sums) => sql.adjustAccounts!(t, sums), items, tx, exchange);
+      }
       const keys = new Map<string, readonly [string, string]>();
       for (const { event } of items) keys.set(accountKey(event.tenant, event.accountId), [event.tenant, event.accountId]);
       const sorted = [...keys.values()].sort((a, b) => (a[0] === b[0] ? cmp(a[1], b[1]) : cmp(a[0], b[0])));
@@ -89,6 +100,53 @@ export function ledgerHandler<Tx>(sql: LedgerSql<Tx>, options: LedgerHandlerOpti
       for (const c of changes) await c.publish(exchange, "", c.message, { orderingKey: accountKey(c.message.tenant, c.message.account_id) });
     },
   };
+}
+
+type LedgerItems<Tx> = Parameters<NonNullable<InboxHandler<LedgerEvent, Tx>["handleBatch"]>>[0];
+
+/**
+ * A batch of adjustments in one statement (`LedgerSql.adjustAccounts`): the summed deltas are
+ * written first, then the events are replayed in delivery order from the balances before the
+ * update, exactly as the general path would apply them. A refused event makes the batch return
+ * its rejections, and the pipeline runs the transaction again without them.
+ */
+async function adjustOnly<Tx>(
+  adjust: NonNullable<LedgerSql<Tx>["adjustAccounts"]>, items: LedgerItems<Tx>, tx: Tx, exchange: string | undefined,
+): Promise<BatchRejection[] | undefined> {
+  const sums = new Map<string, [string, string, bigint]>();
+  for (const { event } of items) {
+    if (event.type !== "balance.adjusted") continue;
+    const k = accountKey(event.tenant, event.accountId);
+    const sum = sums.get(k);
+    if (sum) sum[2] += BigInt(event.deltaCents);
+    else sums.set(k, [event.tenant, event.accountId, BigInt(event.deltaCents)]);
+  }
+  const balances = new Map((await adjust(tx, [...sums.values()])).map((row) => [accountKey(row.tenant, row.accountId), row.balanceCents]));
+  const rejections: BatchRejection[] = [];
+  const changes: Array<{ publish: LedgerItems<Tx>[number]["ctx"]["publish"]; message: BalanceChanged }> = [];
+  items.forEach(({ event, ctx }, index) => {
+    if (event.type !== "balance.adjusted") return;
+    const k = accountKey(event.tenant, event.accountId);
+    const before = balances.get(k);
+    if (before === undefined) {
+      rejections.push({ index, reason: "account_missing", detail: `account ${event.accountId} of tenant ${event.tenant} was never opened` });
+      return;
+    }
+    const next = before + BigInt(event.deltaCents);
+    if (!balanceInRange(next)) {
+      rejections.push({ index, reason: "invalid", detail: `balance of account ${event.accountId} would leave the safe integer range` });
+      return;
+    }
+    balances.set(k, next);
+    if (exchange !== undefined) changes.push({
+      publish: ctx.publish,
+      message: { type: "balance.changed", tenant: event.tenant, account_id: event.accountId, balance_cents: Number(next), caused_by: event.eventId },
+    });
+  });
+  if (rejections.length > 0) return rejections;
+  if (exchange === undefined) return undefined;
+  for (const c of changes) await c.publish(exchange, "", c.message, { orderingKey: accountKey(c.message.tenant, c.message.account_id) });
+  return undefined;
 }
 
 function cmp(a: string, b: string): number {
