@@ -155,17 +155,16 @@ export function timestampOf(value: unknown): Date {
 const CLAIM_SAVEPOINT = "rabbit_inbox_claim";
 
 function statements(prefix: string, tag: string) {
+  // A batch's rows in delivery-key order: the unique index's locks are taken in that order.
+  const claimAll = `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
+      SELECT t.tenant, $1, t.event_id, t.fingerprint
+      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS t(tenant, event_id, fingerprint, ord)
+      ORDER BY t.ord`;
   return {
     claimAllName: `ri_claim_all${tag}`,
-    claimAll: `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
-      SELECT t.tenant, $1, t.event_id, t.fingerprint
-      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS t(tenant, event_id, fingerprint, ord)
-      ORDER BY t.ord`,
+    claimAll,
     claimName: `ri_claim${tag}`,
-    claim: `INSERT INTO ${prefix}rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
-      SELECT t.tenant, $1, t.event_id, t.fingerprint
-      FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS t(tenant, event_id, fingerprint, ord)
-      ORDER BY t.ord
+    claim: `${claimAll}
       ON CONFLICT DO NOTHING
       RETURNING tenant, event_id`,
     claimOneName: `ri_claim_one${tag}`,
