@@ -67,8 +67,7 @@ export function ledgerHandler<Tx>(sql: LedgerSql<Tx>, options: LedgerHandlerOpti
       const existing = new Map((await sql.lockAccounts(tx, sorted)).map((row) => [accountKey(row.tenant, row.accountId), row]));
       const created = new Map<string, AccountRow>();
       const touched = new Set<string>();
-      const rejections: BatchRejection[] = [];
-      const changes: Array<{ publish: (typeof items)[number]["ctx"]["publish"]; message: BalanceChanged }> = [];
+      const replay = new AdjustmentReplay(exchange);
       items.forEach(({ event, ctx }, index) => {
         const k = accountKey(event.tenant, event.accountId);
         const row = existing.get(k) ?? created.get(k);
@@ -76,28 +75,14 @@ export function ledgerHandler<Tx>(sql: LedgerSql<Tx>, options: LedgerHandlerOpti
           if (!row) created.set(k, { tenant: event.tenant, accountId: event.accountId, balanceCents: 0n });
           return;
         }
-        if (!row) {
-          rejections.push({ index, reason: "account_missing", detail: `account ${event.accountId} of tenant ${event.tenant} was never opened` });
-          return;
-        }
-        const next = row.balanceCents + BigInt(event.deltaCents);
-        if (!balanceInRange(next)) {
-          rejections.push({ index, reason: "invalid", detail: `balance of account ${event.accountId} would leave the safe integer range` });
-          return;
-        }
-        row.balanceCents = next;
+        const next = replay.apply(event, ctx.publish, index, row?.balanceCents);
+        if (next === undefined) return;
+        row!.balanceCents = next;
         if (existing.has(k)) touched.add(k);
-        // The balance right after this event, replayed in delivery order (S14: via the outbox).
-        if (exchange !== undefined) changes.push({
-          publish: ctx.publish,
-          message: { type: "balance.changed", tenant: event.tenant, account_id: event.accountId, balance_cents: Number(next), caused_by: event.eventId },
-        });
       });
-      if (rejections.length > 0) return rejections;
+      if (replay.rejections.length > 0) return replay.rejections;
       await sql.writeAccounts(tx, [...created.values()], [...touched].map((k) => existing.get(k)!));
-      if (exchange === undefined) return;
-      // One ordering key per account: its balance.changed messages go out in balance order.
-      for (const c of changes) await c.publish(exchange, "", c.message, { orderingKey: accountKey(c.message.tenant, c.message.account_id) });
+      await replay.publish();
     },
   };
 }
@@ -122,31 +107,55 @@ async function adjustOnly<Tx>(
     else sums.set(k, [event.tenant, event.accountId, BigInt(event.deltaCents)]);
   }
   const balances = new Map((await adjust(tx, [...sums.values()])).map((row) => [accountKey(row.tenant, row.accountId), row.balanceCents]));
-  const rejections: BatchRejection[] = [];
-  const changes: Array<{ publish: LedgerItems<Tx>[number]["ctx"]["publish"]; message: BalanceChanged }> = [];
+  const replay = new AdjustmentReplay(exchange);
   items.forEach(({ event, ctx }, index) => {
     if (event.type !== "balance.adjusted") return;
     const k = accountKey(event.tenant, event.accountId);
-    const before = balances.get(k);
+    const next = replay.apply(event, ctx.publish, index, balances.get(k));
+    if (next !== undefined) balances.set(k, next);
+  });
+  if (replay.rejections.length > 0) return replay.rejections;
+  await replay.publish();
+  return undefined;
+}
+
+type Adjustment = Extract<LedgerEvent, { type: "balance.adjusted" }>;
+type Publish = LedgerItems<unknown>[number]["ctx"]["publish"];
+
+/**
+ * Both paths replay a batch's adjustments in delivery order through this: it refuses an
+ * adjustment of an account that was never opened or one that would leave the safe range, and
+ * keeps the `balance.changed` message of each applied one (the balance right after it, S14).
+ */
+class AdjustmentReplay {
+  readonly rejections: BatchRejection[] = [];
+  private readonly changes: Array<{ publish: Publish; message: BalanceChanged }> = [];
+
+  constructor(private readonly exchange: string | undefined) {}
+
+  /** The account's balance after the event, or undefined when the event is refused. */
+  apply(event: Adjustment, publish: Publish, index: number, before: bigint | undefined): bigint | undefined {
     if (before === undefined) {
-      rejections.push({ index, reason: "account_missing", detail: `account ${event.accountId} of tenant ${event.tenant} was never opened` });
-      return;
+      this.rejections.push({ index, reason: "account_missing", detail: `account ${event.accountId} of tenant ${event.tenant} was never opened` });
+      return undefined;
     }
     const next = before + BigInt(event.deltaCents);
     if (!balanceInRange(next)) {
-      rejections.push({ index, reason: "invalid", detail: `balance of account ${event.accountId} would leave the safe integer range` });
-      return;
+      this.rejections.push({ index, reason: "invalid", detail: `balance of account ${event.accountId} would leave the safe integer range` });
+      return undefined;
     }
-    balances.set(k, next);
-    if (exchange !== undefined) changes.push({
-      publish: ctx.publish,
+    if (this.exchange !== undefined) this.changes.push({
+      publish,
       message: { type: "balance.changed", tenant: event.tenant, account_id: event.accountId, balance_cents: Number(next), caused_by: event.eventId },
     });
-  });
-  if (rejections.length > 0) return rejections;
-  if (exchange === undefined) return undefined;
-  for (const c of changes) await c.publish(exchange, "", c.message, { orderingKey: accountKey(c.message.tenant, c.message.account_id) });
-  return undefined;
+    return next;
+  }
+
+  /** Writes the kept messages to the outbox; one ordering key per account keeps them in balance order. */
+  async publish(): Promise<void> {
+    if (this.exchange === undefined) return;
+    for (const c of this.changes) await c.publish(this.exchange, "", c.message, { orderingKey: accountKey(c.message.tenant, c.message.account_id) });
+  }
 }
 
 function cmp(a: string, b: string): number {
