@@ -183,7 +183,11 @@ function readIdleTicks(): number {
   return Number(cpu[4]) + Number(cpu[5]);
 }
 
-/** Where the machine's CPU went during a run, in microseconds per message, from /proc (Linux). */
+/**
+ * Where the machine's CPU went during a run, in microseconds per message, from /proc (Linux).
+ * `bench` is this process (the same figure as RunResult.nodeCpuUsPerMsg, at tick resolution):
+ * kept so that it is not counted as `other`; the text output leaves it out.
+ */
 export interface CpuSplit { broker: number; database: number; bench: number; other: number; idle: number }
 
 export class SystemCpuSampler {

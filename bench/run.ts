@@ -406,7 +406,7 @@ async function main(): Promise<void> {
 }
 
 function format(r: RunResult): string {
-  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  node cpu ${String(r.nodeCpuUsPerMsg).padStart(4)} us/msg (sys ${r.nodeSystemCpuUsPerMsg})  rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})  machine us/msg: broker ${r.cpu.broker} db ${r.cpu.database} bench ${r.cpu.bench} other ${r.cpu.other} idle ${r.cpu.idle}`;
+  return `${r.scenario.padEnd(22)} ${r.database.padEnd(9)} ${String(r.msgsPerSec).padStart(7)} msg/s  ${String(r.seconds).padStart(7)} s  p50 ${String(r.p50Ms).padStart(7)} ms  p99 ${String(r.p99Ms).padStart(8)} ms  node cpu ${String(r.nodeCpuUsPerMsg).padStart(4)} us/msg (sys ${r.nodeSystemCpuUsPerMsg})  rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})  machine us/msg: broker ${r.cpu.broker} db ${r.cpu.database} other ${r.cpu.other} idle ${r.cpu.idle}`;
 }
 
 main().then(() => process.exit(0), (error: unknown) => {
