@@ -69,8 +69,31 @@ export function decodeJsonBody(
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new InvalidEventError(`body must be a JSON object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
   }
-  checkShape(value, limits);
+  if (!isValidFlatObject(value, limits)) checkShape(value, limits);
   return value as Record<string, unknown>;
+}
+
+/**
+ * The checks of checkShape for the usual event, a flat object of scalars, without building the
+ * walk's nodes. False means "not flat, or something to refuse": checkShape then decides, and
+ * words the error.
+ */
+function isValidFlatObject(root: object, limits: DecodeLimits): boolean {
+  if (limits.maxDepth < 1) return false;
+  const keys = Object.keys(root);
+  if (keys.length > limits.maxNodes) return false;
+  for (const key of keys) {
+    if (FORBIDDEN_KEYS.has(key) || key.includes("\u0000") || LONE_SURROGATE.test(key)) return false;
+    const value = (root as Record<string, unknown>)[key];
+    if (typeof value === "string") {
+      if (value.includes("\u0000") || LONE_SURROGATE.test(value)) return false;
+    } else if (typeof value === "number") {
+      if (!Number.isFinite(value)) return false;
+    } else if (value !== null && typeof value !== "boolean") {
+      return false;
+    }
+  }
+  return true;
 }
 
 /** A node of the walk: its path is built only for an error message. */

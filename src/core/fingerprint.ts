@@ -7,9 +7,7 @@ import { hash } from "node:crypto";
  */
 export function canonicalJson(value: unknown): string {
   const flatKeys = flatObjectKeys(value);
-  // A flat object (the usual event): JSON.stringify with the sorted keys as its property list
-  // writes exactly what the general walk below writes, in one native call.
-  if (flatKeys) return JSON.stringify(value, flatKeys);
+  if (flatKeys) return writeFlat(value as Record<string, unknown>, flatKeys);
   const out: string[] = [];
   // Work stack of either values to write or literal text to emit.
   const stack: Array<{ value: unknown } | string> = [{ value }];
@@ -50,6 +48,24 @@ export function canonicalJson(value: unknown): string {
     }
   }
   return out.join("");
+}
+
+/**
+ * A flat object (the usual event) in one native call, written exactly as the general walk below
+ * writes it. JSON.stringify writes an object's own keys in insertion order, so a copy that
+ * receives them sorted prints canonically, at about half the cost of passing the sorted keys as
+ * JSON.stringify's property list. Two kinds of key cannot go in the copy: integer-like keys
+ * ("10", "9"), which every object enumerates first and in numeric order, and "__proto__", which
+ * would set the copy's prototype. Objects with such keys take the property-list form.
+ */
+function writeFlat(value: Record<string, unknown>, sortedKeys: readonly string[]): string {
+  const copy: Record<string, unknown> = {};
+  for (const key of sortedKeys) {
+    const first = key.charCodeAt(0);
+    if ((first >= 48 && first <= 57) || key === "__proto__") return JSON.stringify(value, sortedKeys as string[]);
+    copy[key] = value[key];
+  }
+  return JSON.stringify(copy);
 }
 
 /** The sorted keys of a plain object whose values are all null, booleans, strings or finite numbers; else null. */

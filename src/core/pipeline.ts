@@ -136,7 +136,8 @@ export class InboxPipeline<E, Tx> {
       const ahead = this.preparedAhead.get(m);
       if (!ahead) return this.prepare(m, index);
       this.preparedAhead.delete(m);
-      return { ...ahead, index };
+      ahead.index = index;
+      return ahead;
     });
     if (!this.countsRedeliveries || !messages.some((m) => isRedelivery(m.delivery))) {
       return this.processPrepared(messages, prepared);

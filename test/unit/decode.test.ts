@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { type DecodeLimits, decodeJsonBody, defaultDecodeLimits } from "../../src/core/decode.js";
 import { InvalidEventError } from "../../src/core/errors.js";
@@ -155,6 +156,41 @@ describe("decodeJsonBody", () => {
     for (const contentEncoding of ["gzip", "deflate", "br", "base64"]) {
       rejects('{"a":1}', /content encoding .* is not supported/, { contentType: "application/json", contentEncoding });
     }
+  });
+
+  it("refuses a flat object (checked in one loop) for exactly the reasons the full walk refuses it nested", () => {
+    // Keys and values as JSON text, some of them refusable: NUL, lone surrogates, __proto__, out-of-range numbers.
+    const key = fc.oneof(
+      fc.string({ maxLength: 5 }).map((k) => JSON.stringify(k)),
+      fc.constantFrom('"__proto__"', '"k\\u0000"', '"\\ud800"', '"constructor"', '"prototype"', '"10"', '"\\u005f_proto__"'),
+    );
+    const value = fc.oneof(
+      fc.constantFrom("null", "true", "false", "1e400", "-1e999", "0", "-0", "1.5", '"x\\u0000"', '"\\udc00"', '"\\ud83d\\ude00"', '""'),
+      fc.string({ maxLength: 8 }).map((v) => JSON.stringify(v)),
+      fc.double({ noNaN: true, noDefaultInfinity: true }).map(String),
+    );
+    const outcome = (body: string, limits?: Partial<DecodeLimits>) => {
+      try {
+        decode(body, json, limits);
+        return "ok";
+      } catch (error) {
+        expect(error).toBeInstanceOf(InvalidEventError);
+        // The nested object's paths start with $.nested__ (longer than any generated key).
+        return (error as Error).message.replaceAll("$.nested__", "$").replace(/more than \d+ values/, "more than N values");
+      }
+    };
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.tuple(key, value), { selector: ([k]) => k, maxLength: 6 }), fc.integer({ min: 1, max: 8 }), (pairs, maxNodes) => {
+        const flat = `{${pairs.map(([k, v]) => `${k}:${v}`).join(",")}}`;
+        const nested = `{"nested__":${flat}}`;
+        // The same object one level down goes through the walk; its node count is one more.
+        expect(outcome(flat, { maxNodes })).toBe(outcome(nested, { maxNodes: maxNodes + 1 }));
+      }),
+      { numRuns: 1000 },
+    );
+    rejects('{"k\\u0000":1}', /a key at \$ contains a NUL character/);
+    rejects('{"\\ud800":1}', /a key at \$ contains an unpaired UTF-16 surrogate/);
+    rejects('{"a":1}', /nesting deeper than 0 at \$/, json, { maxDepth: 0 });
   });
 
   it("shortens very long keys in error paths", () => {

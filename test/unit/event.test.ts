@@ -51,6 +51,19 @@ describe("readId", () => {
     }
   });
 
+  it("accepts exactly the ids without control characters, outer white space or unpaired surrogates (any UTF-16 text)", () => {
+    const unit = fc.oneof(fc.constantFrom("\u0000", "\u001f", "\u007f", " ", "\u00a0", "\u2028", "\ufeff", "\u3000", "\ud800", "\udfff", "\ud83d\ude00", "\t"), fc.string({ unit: "binary", maxLength: 1 }));
+    fc.assert(
+      fc.property(fc.array(unit, { minLength: 1, maxLength: 8 }).map((parts) => parts.join("")), (id) => {
+        // eslint-disable-next-line no-control-regex
+        const valid = id.length <= MAX_ID_LENGTH && id.trim() === id && !/[\u0000-\u001f\u007f]/.test(id) && !/\p{Cs}/u.test(id) && id.length > 0;
+        if (valid) expect(readId({ id }, "id")).toBe(id);
+        else expect(readIdError({ id }, "id").message).toMatch(/^id (contains control characters|has leading or trailing spaces|contains an unpaired UTF-16 surrogate|must not be empty)$/);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
   it("accepts every non-empty printable string of at most 256 characters without outer spaces", () => {
     fc.assert(
       fc.property(fc.string({ unit: "grapheme", minLength: 1, maxLength: 64 }), (id) => {

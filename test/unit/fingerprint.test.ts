@@ -109,6 +109,9 @@ describe("canonicalJson", () => {
       { numRuns: 500 },
     );
     expect(canonicalJson({ b: 1, a: null, c: "x", 10: true, 9: false })).toBe('{"10":true,"9":false,"a":null,"b":1,"c":"x"}');
+    // An own "__proto__" key (JSON.parse makes one) must not become the prototype of a copy.
+    expect(canonicalJson(JSON.parse('{"b":1,"__proto__":{"x":1},"a":3}'))).toBe('{"__proto__":{"x":1},"a":3,"b":1}');
+    expect(canonicalJson(JSON.parse('{"b":1,"__proto__":2,"a":3}'))).toBe('{"__proto__":2,"a":3,"b":1}');
   });
 
   it("handles 100 000 levels of nesting without overflowing the stack", () => {

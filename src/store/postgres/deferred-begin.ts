@@ -93,13 +93,20 @@ export function inlineParameters(statement: PgStatement): string | null {
   return failed ? null : text;
 }
 
+/** Characters an element of an array literal must escape inside its double quotes. */
+const ARRAY_ELEMENT_SPECIAL = /[\\"]/;
+
 function literalOf(value: unknown): string | null {
   if (value === null) return "NULL";
   if (typeof value === "number") return Number.isFinite(value) ? String(value) : null;
   if (typeof value === "string") return value.includes("\u0000") ? null : quoteLiteral(value);
   if (Array.isArray(value) && value.every((v) => typeof v === "string" && !v.includes("\u0000"))) {
-    const elements = (value as string[]).map((v) => `"${v.replace(/[\\"]/g, (c) => `\\${c}`)}"`);
-    return quoteLiteral(`{${elements.join(",")}}`);
+    const strings = value as string[];
+    if (strings.length === 0) return "'{}'";
+    // Ids rarely hold a quote or a backslash: then one check replaces a replace() per element.
+    const plain = !ARRAY_ELEMENT_SPECIAL.test(strings.join(""));
+    const elements = plain ? strings : strings.map((v) => v.replace(/[\\"]/g, (c) => `\\${c}`));
+    return quoteLiteral(`{"${elements.join('","')}"}`);
   }
   return null;
 }
