@@ -6,7 +6,7 @@
  *   handwritten  per message: BEGIN; INSERT .. ON CONFLICT DO NOTHING; UPDATE; COMMIT (prefetch 200)
  *   strict       the library, one transaction per message (batchSize 1, prefetch 200)
  *   batched      the library with the ledger's set-based handler and the library's defaults
- *                (batchSize 200, prefetch 400), as the ledger runs
+ *                (batchSize 500, prefetch 1000), as the ledger runs
  * and prints msgs/s, p50/p99 settle latency, this process's CPU per message, where the
  * machine's CPU went (broker, database, this process, idle; from /proc), peak RSS and the
  * MISSION.md ratios. The benchmark runs compiled (tsc), as the library ships.

@@ -7,7 +7,7 @@
  *   AMQP_URL            default amqp://guest:guest@127.0.0.1:5672
  *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... and mysql://... (mariadb://...) also accepted
  *   LEDGER_QUEUE        default ledger.events
- *   LEDGER_BATCH_SIZE   deliveries per transaction, default 200 (1 = strict mode)
+ *   LEDGER_BATCH_SIZE   deliveries per transaction, default 500 (1 = strict mode)
  *   LEDGER_PREFETCH     default twice the batch size, at least 200
  *   LEDGER_QUEUE_TYPE   classic (default) or quorum, used when the queue is declared
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
@@ -32,7 +32,7 @@ async function main(): Promise<void> {
   const amqpUrl = process.env.AMQP_URL || DEFAULT_AMQP_URL;
   const faultText = process.env.RABBIT_INBOX_FAULT;
   const fault = faultText ? parseFaultSpec(faultText) : undefined;
-  const batchSize = positiveInt("LEDGER_BATCH_SIZE", 200);
+  const batchSize = positiveInt("LEDGER_BATCH_SIZE", 500);
   const prefetch = positiveInt("LEDGER_PREFETCH", Math.max(200, 2 * batchSize));
   const queueType = process.env.LEDGER_QUEUE_TYPE || "classic";
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);

@@ -16,7 +16,7 @@ import type { PgQuery } from "./pg-query.js";
  * the same statement (one snapshot, taken before the wait), or from a cache would let a claim
  * see the row gone and the old horizon, and apply a purged event a second time. The price is one
  * primary-key read of a one-row-per-handler table per transaction that applies timestamped
- * events, amortised over the batch (200 deliveries by default).
+ * events, amortised over the batch (500 deliveries by default).
  */
 export class PostgresClaimGuards {
   private readonly sql: ReturnType<typeof guardStatements>;
