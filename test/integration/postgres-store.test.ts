@@ -88,6 +88,26 @@ async function effectsOf(pool: pg.Pool): Promise<string[]> {
 
 const kinds = (outcomes: Outcome[]) => outcomes.map((o) => (o.kind === "quarantined" ? `quarantined:${o.reason}` : o.kind));
 
+describe("PostgresStore strict claim: BEGIN; EXECUTE once the client has prepared it", () => {
+  it("prepares the claim on a client's first transaction, then sends BEGIN; EXECUTE; new, duplicate and conflict settle as before", async () => {
+    const { store, sent, pool } = await recordingStore();
+    const pipeline = new InboxPipeline({ store, handler: effectsHandler, logger: silentLogger });
+    const one = async (body: Record<string, unknown>) => kinds(await pipeline.process([incomingMessage(body)]));
+    expect(await one({ tenant: "t1", event_id: "a" })).toEqual(["applied"]);
+    expect(await one({ tenant: "t1", event_id: "b" })).toEqual(["applied"]);
+    expect(await one({ tenant: "t1", event_id: "a" })).toEqual(["duplicate"]);
+    expect(await one({ tenant: "t1", event_id: "b", v: 2 })).toEqual(["quarantined:conflict"]);
+    expect(await one({ tenant: "t1", event_id: "it's" })).toEqual(["applied"]);
+    expect(await effectsOf(pool)).toEqual(["a", "b", "it's"]);
+    expect(await store.countInbox("fast")).toBe(3);
+    const claims = sent.filter((text) => text.startsWith("INSERT INTO rabbit_inbox_dedup") || text.includes("EXECUTE"));
+    // The pool hands the same idle client back: its first transaction prepares the statement.
+    expect(claims[0]).toMatch(/^INSERT INTO/);
+    expect(claims.slice(1).every((text) => /^BEGIN;EXECUTE "ri_claim_one"\('fast', 't1', '[^']*(''s)?'/.test(text))).toBe(true);
+    expect(claims).toHaveLength(5);
+  });
+});
+
 describe("PostgresStore batch claim: plain INSERT in a savepoint, ON CONFLICT after a unique violation", () => {
   it("claims a batch of new keys with one plain INSERT, sent with BEGIN and the savepoint in one query", async () => {
     const { store, sent, pool } = await recordingStore();

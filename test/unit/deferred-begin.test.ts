@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DeferredBegin, inlineParameters } from "../../src/store/postgres/deferred-begin.js";
+import { PreparedStatements } from "../../src/store/postgres/prepared-statements.js";
 import type { PgClient } from "../../src/store/postgres/index.js";
 
 const inline = (text: string, values: unknown[]) => inlineParameters({ text, values });
@@ -77,5 +78,71 @@ describe("DeferredBegin.queryInSavepoint (a batch claim's fast path)", () => {
     await new DeferredBegin(client).queryInSavepoint("sp", binary);
     expect(sent.map((s) => s.text)).toEqual(["BEGIN;SAVEPOINT sp", "INSERT INTO t VALUES ($1)"]);
     expect(sent[1]!.values).toEqual([Buffer.from("x")]);
+  });
+});
+
+describe("DeferredBegin with PreparedStatements (a named first statement)", () => {
+  const claim = { name: "ri_claim_one", text: "INSERT INTO t VALUES ($1, $2)", values: ["it's", "b"] };
+
+  it("prepares it the usual way on a client's first transaction, then sends BEGIN; EXECUTE with literals", async () => {
+    const { client, sent } = recordingClient();
+    const statements = new PreparedStatements();
+    const first = await new DeferredBegin(client, statements).query(claim);
+    expect(sent.map((s) => s.text)).toEqual(["BEGIN", "INSERT INTO t VALUES ($1, $2)"]);
+    expect(sent[1]!.values).toEqual(["it's", "b"]);
+    expect(first.rows).toEqual([{ n: 0 }]);
+    sent.length = 0;
+    const second = await new DeferredBegin(client, statements).query(claim);
+    expect(sent.map((s) => s.text)).toEqual([`BEGIN;EXECUTE "ri_claim_one"('it''s', 'b')`]);
+    expect(second.rows).toEqual([{ n: 1 }]);
+    // Another client has not prepared it.
+    const other = recordingClient();
+    await new DeferredBegin(other.client, statements).query(claim);
+    expect(other.sent.map((s) => s.text)).toEqual(["BEGIN", "INSERT INTO t VALUES ($1, $2)"]);
+  });
+
+  it("keeps parameters that cannot be inlined as parameters, and unnamed statements inlined with BEGIN", async () => {
+    const { client, sent } = recordingClient();
+    const statements = new PreparedStatements();
+    statements.add(client, "bin");
+    await new DeferredBegin(client, statements).query({ name: "bin", text: "INSERT INTO t VALUES ($1)", values: [Buffer.from("x")] });
+    expect(sent.map((s) => s.text)).toEqual(["BEGIN", "INSERT INTO t VALUES ($1)"]);
+    sent.length = 0;
+    await new DeferredBegin(client, statements).query({ text: "SELECT $1", values: ["a"] });
+    expect(sent.map((s) => s.text)).toEqual(["BEGIN;SELECT 'a'"]);
+  });
+
+  it("when the server does not know the name (26000: a pooler, DISCARD ALL), rolls back, starts again the usual way and stops using EXECUTE", async () => {
+    const { client, sent } = recordingClient();
+    const query = client.query.bind(client) as (config: unknown, values?: unknown[]) => Promise<unknown>;
+    (client as unknown as { query: unknown }).query = (config: unknown, values?: unknown[]) => {
+      if (typeof config === "string" && config.includes("EXECUTE")) {
+        sent.push({ text: config });
+        return Promise.reject(Object.assign(new Error('prepared statement "ri_claim_one" does not exist'), { code: "26000" }));
+      }
+      return query(config, values);
+    };
+    const statements = new PreparedStatements();
+    statements.add(client, "ri_claim_one");
+    const session = new DeferredBegin(client, statements);
+    const result = await session.query(claim);
+    expect(result.rows).toEqual([{ n: 0 }]);
+    expect(session.started).toBe(true);
+    expect(sent.map((s) => s.text)).toEqual([`BEGIN;EXECUTE "ri_claim_one"('it''s', 'b')`, "ROLLBACK", "BEGIN", "INSERT INTO t VALUES ($1, $2)"]);
+    expect(statements.enabled).toBe(false);
+    sent.length = 0;
+    await new DeferredBegin(client, statements).query(claim);
+    expect(sent.map((s) => s.text)).toEqual([`BEGIN;INSERT INTO t VALUES ('it''s', 'b')`]);
+  });
+
+  it("passes any other error of BEGIN; EXECUTE on, with the transaction begun (the store rolls it back)", async () => {
+    const { client } = recordingClient();
+    (client as unknown as { query: unknown }).query = () => Promise.reject(Object.assign(new Error("canceling statement due to statement timeout"), { code: "57014" }));
+    const statements = new PreparedStatements();
+    statements.add(client, "ri_claim_one");
+    const session = new DeferredBegin(client, statements);
+    await expect(session.query(claim)).rejects.toMatchObject({ code: "57014" });
+    expect(session.started).toBe(true);
+    expect(statements.enabled).toBe(true);
   });
 });

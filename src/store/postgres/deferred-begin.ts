@@ -1,4 +1,5 @@
 import type { PgStatement } from "./pg-query.js";
+import type { PreparedStatements } from "./prepared-statements.js";
 import type { PgClient, PgQueryResult } from "./postgres-store.js";
 
 /**
@@ -8,12 +9,14 @@ import type { PgClient, PgQueryResult } from "./postgres-store.js";
  * own (a claim, a redelivery count) and its parameters are plain text, it is sent as the simple
  * query `BEGIN; <statement with its parameters as quoted literals>`. Anything else (a Buffer, a
  * NUL, the user's own SQL through `handle`) first sends a plain BEGIN, queued by pg ahead of it.
+ * With a `PreparedStatements` registry, a named first statement that the client has already
+ * prepared goes as `BEGIN; EXECUTE "name"(<literals>)` instead: no parse and plan per transaction.
  */
 export class DeferredBegin<C extends PgClient> {
   private begun = false;
   private begin: Promise<unknown> | undefined;
 
-  constructor(private readonly client: C) {}
+  constructor(private readonly client: C, private readonly statements?: PreparedStatements) {}
 
   /** The client for the handler: BEGIN is queued before anything it sends. */
   get handle(): C {
@@ -27,6 +30,7 @@ export class DeferredBegin<C extends PgClient> {
   }
 
   async query(statement: PgStatement): Promise<PgQueryResult> {
+    if (!this.begun && statement.name && this.statements?.enabled) return this.firstNamed(statement, statement.name, this.statements);
     if (!this.begun) {
       const inlined = inlineParameters(statement);
       if (inlined !== null) {
@@ -38,6 +42,33 @@ export class DeferredBegin<C extends PgClient> {
     }
     if (this.begin) await this.begin;
     return this.client.query(statement);
+  }
+
+  /**
+   * The transaction's first statement, named: `BEGIN; EXECUTE` when the client has prepared it,
+   * else BEGIN on its own and the statement with its parameters, which node-postgres prepares.
+   */
+  private async firstNamed(statement: PgStatement, name: string, statements: PreparedStatements): Promise<PgQueryResult> {
+    const execute = statements.has(this.client, name) ? executeStatement(name, statement.values) : null;
+    if (execute !== null) {
+      this.begun = true;
+      try {
+        const results = (await this.client.query(`BEGIN;${execute}`)) as unknown as PgQueryResult[];
+        return results[1]!;
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code !== "26000") throw error;
+        // The server does not know the name (a pooler renamed it, DISCARD ALL): start again the
+        // usual way, and stop using EXECUTE.
+        statements.disable();
+        await this.client.query("ROLLBACK");
+        this.begun = false;
+      }
+    }
+    this.ensureBegun();
+    await this.begin;
+    const result = await this.client.query(statement);
+    statements.add(this.client, name);
+    return result;
   }
 
   /**
@@ -95,6 +126,18 @@ export function inlineParameters(statement: PgStatement): string | null {
 
 /** Characters an element of an array literal must escape inside its double quotes. */
 const ARRAY_ELEMENT_SPECIAL = /[\\"]/;
+
+/** `EXECUTE "name"(<literals>)`, or null when a parameter cannot be inlined. */
+export function executeStatement(name: string, values: readonly unknown[]): string | null {
+  const literals: string[] = [];
+  for (const value of values) {
+    const literal = literalOf(value);
+    if (literal === null) return null;
+    literals.push(literal);
+  }
+  const quoted = `"${name.replace(/"/g, '""')}"`;
+  return literals.length > 0 ? `EXECUTE ${quoted}(${literals.join(", ")})` : `EXECUTE ${quoted}`;
+}
 
 function literalOf(value: unknown): string | null {
   if (value === null) return "NULL";

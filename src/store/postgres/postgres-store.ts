@@ -14,6 +14,7 @@ import { PostgresInboxSql, statementTag } from "./postgres-inbox-sql.js";
 import { applyPostgresMigrations } from "./postgres-migrator.js";
 import { PostgresOutbox } from "./postgres-outbox.js";
 import { PostgresInboxOperations } from "./postgres-operations.js";
+import { PreparedStatements } from "./prepared-statements.js";
 
 /** The slice of node-postgres the store uses; `pg.Pool` and `pg.PoolClient` fit it. */
 export interface PgQueryResult {
@@ -64,6 +65,8 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
   /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
   readonly outboxSignal = new OutboxSignal();
   private readonly outboxSql: PostgresOutbox<C>;
+  /** Lets a transaction's first statement go as `BEGIN; EXECUTE` once its client prepared it. */
+  private readonly preparedStatements = new PreparedStatements();
 
   constructor(options: PostgresStoreOptions<C> & { ownsPool?: boolean }) {
     if (!options.pool) throw new InboxConfigError("PostgresStore needs a pool");
@@ -125,7 +128,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
     };
     client.on("error", onError);
     const outbox = { written: false };
-    const session = new DeferredBegin(client);
+    const session = new DeferredBegin(client, this.preparedStatements);
     try {
       const result = await work(this.transactionFor(session, outbox));
       if (beforeCommit) await beforeCommit();
