@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import { join } from "node:path";
+import { retryQueueName } from "../src/amqp/topology.js";
 
 export const AMQP_URL = process.env.AMQP_URL || "amqp://guest:guest@127.0.0.1:5672";
 
@@ -74,6 +75,8 @@ export async function deleteQueues(queue: string): Promise<void> {
     const channel = await connection.createChannel();
     await channel.deleteQueue(queue);
     await channel.deleteQueue(`${queue}.quarantine`);
+    // The library's consumer also declares its delayed-retry queues (three by default).
+    for (let attempt = 1; attempt <= 3; attempt++) await channel.deleteQueue(retryQueueName(queue, attempt));
   } finally {
     await connection.close();
   }
