@@ -109,12 +109,8 @@ export class DeferredBegin<C extends PgClient> {
  * text holds a backslash, which reads the same whatever standard_conforming_strings says.
  */
 export function inlineParameters(statement: PgStatement): string | null {
-  const literals: string[] = [];
-  for (const value of statement.values) {
-    const literal = literalOf(value);
-    if (literal === null) return null;
-    literals.push(literal);
-  }
+  const literals = literalsOf(statement.values);
+  if (literals === null) return null;
   let failed = false;
   const text = statement.text.replace(/\$(\d+)/g, (_match, n: string) => {
     const literal = literals[Number(n) - 1];
@@ -128,15 +124,22 @@ export function inlineParameters(statement: PgStatement): string | null {
 const ARRAY_ELEMENT_SPECIAL = /[\\"]/;
 
 /** `EXECUTE "name"(<literals>)`, or null when a parameter cannot be inlined. */
-export function executeStatement(name: string, values: readonly unknown[]): string | null {
+function executeStatement(name: string, values: readonly unknown[]): string | null {
+  const literals = literalsOf(values);
+  if (literals === null) return null;
+  const quoted = `"${name.replace(/"/g, '""')}"`;
+  return literals.length > 0 ? `EXECUTE ${quoted}(${literals.join(", ")})` : `EXECUTE ${quoted}`;
+}
+
+/** Every parameter as a quoted literal, or null when one cannot be inlined. */
+function literalsOf(values: readonly unknown[]): string[] | null {
   const literals: string[] = [];
   for (const value of values) {
     const literal = literalOf(value);
     if (literal === null) return null;
     literals.push(literal);
   }
-  const quoted = `"${name.replace(/"/g, '""')}"`;
-  return literals.length > 0 ? `EXECUTE ${quoted}(${literals.join(", ")})` : `EXECUTE ${quoted}`;
+  return literals;
 }
 
 function literalOf(value: unknown): string | null {
