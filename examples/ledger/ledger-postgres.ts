@@ -23,17 +23,17 @@ export const postgresLedgerSql: LedgerSql<PgClient> = {
   },
   async adjustAccounts(tx, sums) {
     // The MATERIALIZED CTE takes the row locks in (tenant, account_id) order, as lockAccounts
-    // does; the UPDATE then only touches rows it already holds.
+    // does, and carries each account's delta: the UPDATE then only touches rows it already
+    // holds and joins nothing else (joining the deltas again cost a fifth of the statement).
     const { rows } = await tx.query({
       name: "ledger_adjust",
-      text: `WITH d AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(tenant, account_id, delta)),
-        locked AS MATERIALIZED (
-          SELECT a.tenant, a.account_id, a.balance_cents FROM ledger_accounts a
-          JOIN d ON a.tenant = d.tenant AND a.account_id = d.account_id
+      text: `WITH locked AS MATERIALIZED (
+          SELECT a.tenant, a.account_id, a.balance_cents, d.delta FROM ledger_accounts a
+          JOIN unnest($1::text[], $2::text[], $3::bigint[]) AS d(tenant, account_id, delta)
+            ON a.tenant = d.tenant AND a.account_id = d.account_id
           ORDER BY a.tenant, a.account_id FOR UPDATE OF a)
-        UPDATE ledger_accounts x SET balance_cents = l.balance_cents + d.delta
-        FROM locked l JOIN d ON l.tenant = d.tenant AND l.account_id = d.account_id
-        WHERE x.tenant = l.tenant AND x.account_id = l.account_id
+        UPDATE ledger_accounts x SET balance_cents = l.balance_cents + l.delta
+        FROM locked l WHERE x.tenant = l.tenant AND x.account_id = l.account_id
         RETURNING x.tenant, x.account_id, l.balance_cents::text AS before`,
       values: [sums.map((s) => s[0]), sums.map((s) => s[1]), sums.map((s) => s[2].toString())],
     });
