@@ -51,8 +51,10 @@ function sqliteHandler(name: string, before?: (key: EventKey) => void): InboxHan
 
 function startConsumer<E, Tx>(options: ConstructorParameters<typeof InboxConsumer<E, Tx>>[0]): InboxConsumer<E, Tx> {
   const consumer = new InboxConsumer<E, Tx>({ logger: silentLogger, ...options });
-  cleanups.push(() => consumer.stop());
+  // Cleanups run in reverse: the consumer stops before its queues go (a running consumer whose
+  // queue is deleted reconnects and declares it again, which left queues on the broker).
   cleanups.push(() => deleteQueues(options.queue, `${options.queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(options.queue, n))));
+  cleanups.push(() => consumer.stop());
   return consumer;
 }
 

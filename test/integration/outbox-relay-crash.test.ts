@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
-  InboxConsumer, InboxPipeline, type Outcome, OutboxRelay, outboxMessageId, readId, silentLogger,
+  InboxConsumer, InboxPipeline, type Outcome, OutboxRelay, outboxMessageId, readId, retryQueueName, silentLogger,
 } from "../../src/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl, deleteQueues, withChannel } from "../support/broker.js";
@@ -40,7 +40,8 @@ describe.each(OUTBOX_DATABASES)("outbox relay killed between confirm and mark-se
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
     await store.close();
-    await deleteQueues(downstreamQueue, `${downstreamQueue}.quarantine`);
+    // The downstream consumer also declared its three delayed-retry queues.
+    await deleteQueues(downstreamQueue, `${downstreamQueue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(downstreamQueue, n)));
     await deleteExchanges(exchange);
     await db.remove();
   });
