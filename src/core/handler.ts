@@ -24,7 +24,9 @@ export interface HandlerContext<Tx> {
   /**
    * A stable key for an outgoing call made because of this event (S14): the same on every
    * redelivery, different per tenant, handler, event and `name`. Pass it as the
-   * Idempotency-Key of a payment API, for example.
+   * Idempotency-Key of a payment API, for example. A version that an operator let replace the
+   * applied one (`quarantine replay --accept-new`) gets keys of its own (they include its
+   * fingerprint), so the payment API does not answer it with the replaced version's result.
    */
   idempotencyKey(name?: string): string;
   /**
@@ -32,8 +34,8 @@ export interface HandlerContext<Tx> {
    * transaction, with the inbox record and the business update, and the outbox relay publishes
    * it after COMMIT (persistent, publisher confirms, `mandatory`). A rollback leaves nothing;
    * a duplicate of this event produces nothing again. The message id is derived from
-   * (tenant, handler, event id, position of this publish within the event's handling), so a
-   * copy the relay re-sends carries the same id. Await it; resolves to the message id.
+   * (tenant, handler, event id, position of this publish within the event's handling; and the
+   * version's fingerprint after an accept-new), so a copy the relay re-sends carries the same id. Await it; resolves to the message id.
    */
   publish: OutboxPublish;
 }

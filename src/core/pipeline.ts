@@ -327,11 +327,14 @@ export class InboxPipeline<E, Tx> {
     // Keys refused by the stale fence, with the purge horizon that refused them.
     const staleHorizon = new Map<string, Date>();
     const toApply: Ready<E>[] = [];
+    // Events whose version replaced an applied one (an operator's accept-new grant), by index.
+    const replacing = new Set<number>();
     toClaim.forEach((p, i) => {
       const claim = claims[i]!;
       if (claim.status === "claimed") {
         settledFingerprint.set(p.keyString, p.fingerprint);
         toApply.push(p);
+        if (claim.replaced !== undefined) replacing.add(p.index);
       } else if (claim.status === "stale") {
         staleHorizon.set(p.keyString, claim.horizon);
         outcomes[p.index] = this.staleOutcome(messages[p.index]!, p, claim.horizon, quarantine);
@@ -355,7 +358,11 @@ export class InboxPipeline<E, Tx> {
     if (toApply.length > 0) {
       // Outbox rows (ctx.publish) are collected per event and written in this transaction once
       // the handler accepted the batch; a refused or failed attempt leaves none behind (S14).
-      const outbox = toApply.map((p) => new OutboxWriter({ tenant: p.key.tenant, handler: this.handlerName, eventId: p.key.eventId }));
+      // A version that replaced an applied one gets its own message ids and idempotency keys.
+      const outbox = toApply.map((p) => new OutboxWriter({
+        tenant: p.key.tenant, handler: this.handlerName, eventId: p.key.eventId,
+        ...(replacing.has(p.index) ? { version: p.fingerprint } : {}),
+      }));
       const rejections = await this.runHandler(tx, messages, toApply, outbox);
       if (rejections.length > 0) throw new RerunWithout(rejections);
       await writeOutboxRecords(tx, outbox, this.store.dialect);
@@ -445,9 +452,12 @@ export class InboxPipeline<E, Tx> {
 
   private context(tx: Tx, key: EventKey, delivery: DeliveryInfo, outbox: OutboxWriter): HandlerContext<Tx> {
     const handler = this.handlerName;
+    const version = outbox.version;
     return {
       tx, key, handler, delivery,
-      idempotencyKey: (name = "") => sha256Hex(JSON.stringify([key.tenant, handler, key.eventId, name])),
+      idempotencyKey: version === undefined
+        ? (name = "") => sha256Hex(JSON.stringify([key.tenant, handler, key.eventId, name]))
+        : (name = "") => sha256Hex(JSON.stringify([key.tenant, handler, key.eventId, name, version])),
       publish: outbox.publish,
     };
   }

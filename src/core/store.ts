@@ -15,7 +15,15 @@ export interface InboxClaim {
 
 /** Result of claiming one key inside a transaction. */
 export type ClaimResult =
-  | { status: "claimed" }
+  | {
+      status: "claimed";
+      /**
+       * Set when an operator's accept-new grant let this version replace the applied one: the
+       * fingerprint it replaced. This version's outbox message ids and idempotency keys then
+       * include its own fingerprint, so they differ from those of the version it replaced.
+       */
+      replaced?: string;
+    }
   /** A row already existed (committed by an earlier transaction) with this fingerprint. */
   | { status: "exists"; fingerprint: string }
   /**
@@ -68,6 +76,11 @@ export interface OutboxSource {
   tenant: string;
   handler: string;
   eventId: string;
+  /**
+   * The event's fingerprint, set only when this version replaced an applied one (accept-new):
+   * part of its outbox message ids, so they are not the replaced version's ids.
+   */
+  version?: string;
 }
 
 /**

@@ -31,6 +31,11 @@ export class OutboxWriter {
     return this.records.length;
   }
 
+  /** The source's version (set when the event replaced an applied version through accept-new). */
+  get version(): string | undefined {
+    return this.source?.version;
+  }
+
   /** Ends collection: a later publish (an un-awaited call that ran late) fails instead of being lost. */
   seal(): readonly OutboxRecord[] {
     this.sealed = true;

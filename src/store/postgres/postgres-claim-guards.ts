@@ -34,7 +34,7 @@ export class PostgresClaimGuards {
       const claim = claims[i]!;
       const result = results[i]!;
       if (result.status === "exists" && result.fingerprint !== claim.fingerprint) {
-        if (await this.acceptNewVersion(query, handler, claim, result.fingerprint)) results[i] = { status: "claimed" };
+        if (await this.acceptNewVersion(query, handler, claim, result.fingerprint)) results[i] = { status: "claimed", replaced: result.fingerprint };
       }
     }
     const fenced = claims.flatMap((c, i) => (inserted[i] && c.eventTime !== undefined ? [i] : []));

@@ -191,7 +191,7 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
       if (claim.run(c.key.tenant, handler, c.key.eventId, c.fingerprint, now).changes === 1) return fence(c);
       const row = existing.get(c.key.tenant, handler, c.key.eventId) as { fingerprint: string } | undefined;
       if (!row) throw new Error("inbox row neither inserted nor found");
-      if (row.fingerprint !== c.fingerprint && this.guards.acceptNewVersion(handler, c, row.fingerprint)) return { status: "claimed" };
+      if (row.fingerprint !== c.fingerprint && this.guards.acceptNewVersion(handler, c, row.fingerprint)) return { status: "claimed", replaced: row.fingerprint };
       return { status: "exists", fingerprint: row.fingerprint };
     });
   }
