@@ -49,11 +49,11 @@ export function expectedTotal(n: number): number {
 }
 
 /** Declares a fresh durable queue and publishes `n` persistent messages with confirms (untimed). */
-export async function preparePublishedQueue(queue: string, n: number, accounts: number, runTag: string): Promise<void> {
+export async function preparePublishedQueue(queue: string, n: number, accounts: number, runTag: string, queueArguments: Record<string, unknown> = {}): Promise<void> {
   const connection = await amqp.connect(AMQP_URL);
   try {
     const channel = await connection.createConfirmChannel();
-    await channel.assertQueue(queue, { durable: true });
+    await channel.assertQueue(queue, { durable: true, arguments: queueArguments });
     await channel.assertQueue(`${queue}.quarantine`, { durable: true });
     const window = 2000;
     for (let start = 0; start < n; start += window) {

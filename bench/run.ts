@@ -9,10 +9,12 @@
  *                (batchSize 500, prefetch 1000), as the ledger runs
  * and prints msgs/s (from the first delivery to the last settle, in every scenario), p50/p99
  * settle latency, this process's CPU per message, where the machine's CPU went (broker,
- * database, this process, idle; from /proc), peak RSS and the MISSION.md ratios. The benchmark runs compiled (tsc), as the library ships, and each scenario
- * runs once untimed (`--warmup` messages) before the first timed run, so none is timed cold.
+ * database, this process, idle; from /proc), peak RSS and the MISSION.md ratios. The benchmark
+ * runs compiled (tsc), as the library ships, and each scenario runs once untimed (`--warmup`
+ * messages) before the first timed run, so none is timed cold. `--queue-args` gives every
+ * scenario's queue the same arguments (e.g. '{"x-queue-mode":"lazy"}'; default: none).
  *
- *   npm run bench -- [--messages 50000] [--runs 1] [--db postgres,mysql,sqlite] [--json] [--scale 5000000] [--warmup 2000]
+ *   npm run bench -- [--messages 50000] [--runs 1] [--db postgres,mysql,sqlite] [--json] [--scale 5000000] [--warmup 2000] [--queue-args JSON]
  */
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -48,10 +50,15 @@ interface Args {
   profile: string | undefined;
   /** The batched library consumer's settings (default: the library's defaults, as the ledger runs). */
   batched: { batchSize?: number; prefetch?: number; concurrency?: number };
+  /** Arguments of every scenario's queue (default none: a classic queue), e.g. {"x-queue-mode":"lazy"}. */
+  queueArguments: Record<string, unknown>;
 }
 
+/** Set from --queue-args in main(): the same queue settings for every scenario. */
+let queueArguments: Record<string, unknown> = {};
+
 function parseArgs(argv: string[]): Args {
-  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "mysql", "sqlite"], json: false, scale: 0, only: undefined, warmup: 2000, profile: undefined, batched: {} };
+  const args: Args = { messages: 50_000, runs: 1, dbs: ["postgres", "mysql", "sqlite"], json: false, scale: 0, only: undefined, warmup: 2000, profile: undefined, batched: {}, queueArguments: {} };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { const v = argv[++i]; if (v === undefined) throw new Error(`${a} needs a value`); return v; };
@@ -66,10 +73,17 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--batched-prefetch") args.batched.prefetch = Number(next());
     else if (a === "--concurrency") args.batched.concurrency = Number(next());
     else if (a === "--profile") args.profile = next();
-    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--warmup N] [--batch-size N] [--batched-prefetch N] [--concurrency N] [--profile DIR] [--json]"); process.exit(0); }
+    else if (a === "--queue-args") args.queueArguments = parseQueueArguments(next());
+    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--warmup N] [--batch-size N] [--batched-prefetch N] [--concurrency N] [--queue-args JSON] [--profile DIR] [--json]"); process.exit(0); }
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
+}
+
+function parseQueueArguments(text: string): Record<string, unknown> {
+  const value: unknown = JSON.parse(text);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error(`--queue-args takes a JSON object, got ${text}`);
+  return value as Record<string, unknown>;
 }
 
 type LibraryStore = PostgresStore | MysqlStore | SqliteStore;
@@ -300,7 +314,7 @@ async function runLibrary(
   let resolveDone!: () => void;
   const done = new Promise<void>((resolve) => { resolveDone = resolve; });
   const consumer = new InboxConsumer({
-    url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger,
+    url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger, queueArguments,
     ...(config.prefetch !== undefined ? { prefetch: config.prefetch } : {}),
     ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
     ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
@@ -326,7 +340,7 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
   const queue = randomName(`bench.${scenario}`);
   try {
     if (db && preload > 0) await db.preloadDedupRows(preload);
-    await preparePublishedQueue(queue, n, ACCOUNTS, randomName("ev"));
+    await preparePublishedQueue(queue, n, ACCOUNTS, randomName("ev"), queueArguments);
     const rss = new RssSampler();
     const cpu0 = process.cpuUsage();
     const machine = new SystemCpuSampler();
@@ -372,10 +386,11 @@ function median(values: number[]): number {
 
 async function main(): Promise<void> {
   const args = parseArgs(process.argv.slice(2));
+  queueArguments = args.queueArguments;
   const scenarios = SCENARIOS.filter((s) => !args.only || args.only.includes(s));
   const results: RunResult[] = [];
   const log = (line: string) => { if (!args.json) console.log(line); };
-  log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, prefetch ${PREFETCH} (batched: the library's default unless --batched-prefetch), ${args.runs} run(s), node ${process.version}, ${new Date().toISOString()}`);
+  log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, prefetch ${PREFETCH} (batched: the library's default unless --batched-prefetch), ${args.runs} run(s), queue arguments ${JSON.stringify(args.queueArguments)}, node ${process.version}, ${new Date().toISOString()}`);
   if (args.warmup > 0) {
     // Without it, whichever scenario runs first in this process (raw, or the only one asked
     // for) is timed while V8 still compiles amqplib, pg and the library: 20-40% more consumer
@@ -420,7 +435,7 @@ async function main(): Promise<void> {
     if (args.scale > 0) compare(`${db}: batched with ${args.scale} rows / empty (target >= 0.85)`, rates(`batched+${args.scale}rows`, db), rates("batched", db));
   }
   if (args.json) {
-    console.log(JSON.stringify({ date: new Date().toISOString(), node: process.version, messages: args.messages, runs: args.runs, results, ratios, ratiosPerRun }, null, 2));
+    console.log(JSON.stringify({ date: new Date().toISOString(), node: process.version, messages: args.messages, runs: args.runs, queueArguments: args.queueArguments, results, ratios, ratiosPerRun }, null, 2));
   } else {
     console.log("\nratios (medians over runs; each run's own ratio after it):");
     for (const [k, v] of Object.entries(ratios)) {
