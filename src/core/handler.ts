@@ -35,7 +35,8 @@ export interface HandlerContext<Tx> {
    * it after COMMIT (persistent, publisher confirms, `mandatory`). A rollback leaves nothing;
    * a duplicate of this event produces nothing again. The message id is derived from
    * (tenant, handler, event id, position of this publish within the event's handling; and the
-   * version's fingerprint after an accept-new), so a copy the relay re-sends carries the same id. Await it; resolves to the message id.
+   * version's fingerprint after an accept-new), so a copy the relay re-sends carries the same
+   * id. Await it; resolves to the message id.
    */
   publish: OutboxPublish;
 }

@@ -455,9 +455,9 @@ export class InboxPipeline<E, Tx> {
     const version = outbox.version;
     return {
       tx, key, handler, delivery,
-      idempotencyKey: version === undefined
-        ? (name = "") => sha256Hex(JSON.stringify([key.tenant, handler, key.eventId, name]))
-        : (name = "") => sha256Hex(JSON.stringify([key.tenant, handler, key.eventId, name, version])),
+      idempotencyKey: (name = "") => sha256Hex(JSON.stringify(
+        version === undefined ? [key.tenant, handler, key.eventId, name] : [key.tenant, handler, key.eventId, name, version],
+      )),
       publish: outbox.publish,
     };
   }
