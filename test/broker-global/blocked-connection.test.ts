@@ -11,8 +11,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, expect, it } from "vitest";
-import { InboxConsumer, retryQueueName } from "../../src/index.js";
-import { amqpUrl, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
+import { InboxConsumer } from "../../src/index.js";
+import { amqpUrl, deleteConsumerQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
 import { alarmsActive, raiseMemoryAlarm } from "../support/broker-settings.js";
 import { type LogLine, collectingLogger, effectsHandler, sqliteWithEffects } from "../support/sqlite-effects.js";
 
@@ -26,7 +26,7 @@ it("a connection blocked by a memory alarm: nothing acked without its confirmed 
   cleanups.push(remove);
 
   const queue = `ri.test.blocked.${randomBytes(5).toString("hex")}`;
-  cleanups.push(() => deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n))));
+  cleanups.push(() => deleteConsumerQueues(queue));
   const handler = effectsHandler("blocked-test");
   // Published before the alarm: during it the test's own publisher would be blocked too.
   await withChannel((ch) => ch.assertQueue(queue, { durable: true }));

@@ -9,8 +9,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, expect, it } from "vitest";
-import { InboxConsumer, retryQueueName } from "../../src/index.js";
-import { amqpUrl, deleteQueues, messagesReady, publishAll, waitFor } from "../support/broker.js";
+import { InboxConsumer } from "../../src/index.js";
+import { amqpUrl, deleteConsumerQueues, messagesReady, publishAll, waitFor } from "../support/broker.js";
 import { shortenConsumerTimeout } from "../support/broker-settings.js";
 import { type LogLine, collectingLogger, effectsHandler, sqliteWithEffects } from "../support/sqlite-effects.js";
 
@@ -28,7 +28,7 @@ it("a handler slower than consumer_timeout: the channel is closed by the broker,
   cleanups.push(remove);
 
   const queue = `ri.test.consumer-timeout.${randomBytes(5).toString("hex")}`;
-  cleanups.push(() => deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n))));
+  cleanups.push(() => deleteConsumerQueues(queue));
   let slowRuns = 0;
   // The first time only: hold the delivery unacked past the broker's timeout.
   const handler = effectsHandler("timeout-test", async (event) => {

@@ -3,8 +3,7 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { retryQueueName } from "../../src/index.js";
-import { deleteQueues } from "../support/broker.js";
+import { deleteConsumerQueues } from "../support/broker.js";
 import { createPgSchema } from "../support/databases.js";
 
 const run = promisify(execFile);
@@ -19,7 +18,7 @@ describe("examples/byo-transaction", () => {
       const schema = await createPgSchema();
       cleanups.push(() => schema.drop());
       const queue = `ri.test.byo-example.${example}.${randomBytes(4).toString("hex")}`;
-      cleanups.push(() => deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n))));
+      cleanups.push(() => deleteConsumerQueues(queue));
       const { stdout } = await run("npx", ["tsx", `examples/byo-transaction/${example}.ts`], {
         env: { ...process.env, DATABASE_URL: schema.url, QUEUE: queue }, timeout: 50_000,
       });

@@ -9,12 +9,12 @@ import type { GetMessage, Message } from "amqplib";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   type EventKey, InboxConfigError, InboxConsumer, type InboxHandler, type PipelineHook, type Store, TransientStoreError,
-  createJsonLogger, quorumQueueArguments, retryQueueName, silentLogger,
+  createJsonLogger, quorumQueueArguments, silentLogger,
 } from "../../src/index.js";
 import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import {
-  amqpUrl, closeConnectionsNamed, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel,
+  amqpUrl, closeConnectionsNamed, deleteConsumerQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel,
 } from "../support/broker.js";
 import { createPgSchema, openPostgresStore } from "../support/databases.js";
 import { type SqliteWithEffects, sqliteWithEffects as sqliteFixture } from "../support/sqlite-effects.js";
@@ -53,7 +53,7 @@ function startConsumer<E, Tx>(options: ConstructorParameters<typeof InboxConsume
   const consumer = new InboxConsumer<E, Tx>({ logger: silentLogger, ...options });
   // Cleanups run in reverse: the consumer stops before its queues go (a running consumer whose
   // queue is deleted reconnects and declares it again, which left queues on the broker).
-  cleanups.push(() => deleteQueues(options.queue, `${options.queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(options.queue, n))));
+  cleanups.push(() => deleteConsumerQueues(options.queue));
   cleanups.push(() => consumer.stop());
   return consumer;
 }

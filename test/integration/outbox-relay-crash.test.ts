@@ -1,9 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
-  InboxConsumer, InboxPipeline, type Outcome, OutboxRelay, outboxMessageId, readId, retryQueueName, silentLogger,
+  InboxConsumer, InboxPipeline, type Outcome, OutboxRelay, outboxMessageId, readId, silentLogger,
 } from "../../src/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
-import { amqpUrl, deleteQueues, withChannel } from "../support/broker.js";
+import { amqpUrl, deleteConsumerQueues, withChannel } from "../support/broker.js";
 import { createSqliteFile } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 import { RelayProcess } from "../support/outbox-process.js";
@@ -40,8 +40,8 @@ describe.each(OUTBOX_DATABASES)("outbox relay killed between confirm and mark-se
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
     await store.close();
-    // The downstream consumer also declared its three delayed-retry queues.
-    await deleteQueues(downstreamQueue, `${downstreamQueue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(downstreamQueue, n)));
+    // The downstream consumer declared its quarantine and delayed-retry queues too.
+    await deleteConsumerQueues(downstreamQueue);
     await deleteExchanges(exchange);
     await db.remove();
   });

@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import amqp from "amqplib";
+import { retryQueueName } from "../../src/index.js";
 
 const run = promisify(execFile);
 
@@ -37,6 +38,11 @@ export async function deleteQueues(...names: string[]): Promise<void> {
   for (const name of names) {
     await withChannel((ch) => ch.deleteQueue(name)).catch(() => undefined);
   }
+}
+
+/** Deletes what an InboxConsumer on `queue` declares: the queue, its quarantine queue and its three delayed-retry queues. */
+export async function deleteConsumerQueues(queue: string): Promise<void> {
+  await deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n)));
 }
 
 /** Messages ready in a queue (unacked ones are not counted). */

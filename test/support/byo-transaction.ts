@@ -12,12 +12,12 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
-  CommitOutcomeUnknownError, InboxConsumer, type InboxHandler, InboxPipeline, PermanentEventError, retryQueueName, silentLogger,
+  CommitOutcomeUnknownError, InboxConsumer, type InboxHandler, InboxPipeline, PermanentEventError, silentLogger,
 } from "../../src/index.js";
 import type { Store } from "../../src/core/store.js";
 import { PostgresExecutorStore, PostgresStore, type PostgresExecutor } from "../../src/store/postgres/index.js";
 import { describeStoreConformance } from "../conformance/store-conformance.js";
-import { amqpUrl, deleteQueues, publishAll, waitFor } from "./broker.js";
+import { amqpUrl, deleteConsumerQueues, publishAll, waitFor } from "./broker.js";
 import { type TestPgSchema, createPgSchema } from "./databases.js";
 import { incomingMessage } from "./messages.js";
 
@@ -272,7 +272,7 @@ export function describeByoTransaction<Tx>(name: string, open: OpenDataLayer<Tx>
 
     it("consumes from the real broker: applied, duplicate, conflict and malformed, with the balance right", async () => {
       const queue = `ri.test.byo.${name}.${randomBytes(4).toString("hex")}`;
-      cleanups.push(() => deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n))));
+      cleanups.push(() => deleteConsumerQueues(queue));
       const handler = creditHandler();
       const consumer = new InboxConsumer<Credit, Tx>({ url: amqpUrl, queue, store, handler, logger: silentLogger, batchSize: 10 });
       cleanups.push(() => consumer.stop());
