@@ -7,7 +7,7 @@ import type { PipelineHook } from "./hooks.js";
 import type { Logger } from "./logger.js";
 import type { Outcome } from "./outcome.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
-import type { QuarantineRecord, Store, StoreTransaction } from "./store.js";
+import type { OutboxSource, QuarantineRecord, Store, StoreTransaction } from "./store.js";
 import { type StaleFenceOptions, eventTimeOf } from "../retention/event-time.js";
 import { OutboxWriter, writeOutboxRecords } from "../outbox/outbox-writer.js";
 
@@ -358,11 +358,12 @@ export class InboxPipeline<E, Tx> {
     if (toApply.length > 0) {
       // Outbox rows (ctx.publish) are collected per event and written in this transaction once
       // the handler accepted the batch; a refused or failed attempt leaves none behind (S14).
-      // A version that replaced an applied one gets its own message ids and idempotency keys.
-      const outbox = toApply.map((p) => new OutboxWriter({
-        tenant: p.key.tenant, handler: this.handlerName, eventId: p.key.eventId,
-        ...(replacing.has(p.index) ? { version: p.fingerprint } : {}),
-      }));
+      const outbox = toApply.map((p) => {
+        const source: OutboxSource = { tenant: p.key.tenant, handler: this.handlerName, eventId: p.key.eventId };
+        // A version that replaced an applied one gets its own message ids and idempotency keys.
+        if (replacing.has(p.index)) source.version = p.fingerprint;
+        return new OutboxWriter(source);
+      });
       const rejections = await this.runHandler(tx, messages, toApply, outbox);
       if (rejections.length > 0) throw new RerunWithout(rejections);
       await writeOutboxRecords(tx, outbox, this.store.dialect);
