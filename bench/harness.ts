@@ -3,6 +3,7 @@ import type { Channel, ConsumeMessage } from "amqplib";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
+import { createHistogram } from "node:perf_hooks";
 import { join } from "node:path";
 import { retryQueueName } from "../src/amqp/topology.js";
 
@@ -103,20 +104,21 @@ export class RssSampler {
   }
 }
 
-/** Latency of each message from delivery to settlement, recorded into a fixed array. */
+/**
+ * Latency of each message from delivery to settlement, in a fixed-size histogram (Node's HDR
+ * histogram, microsecond values, 3 significant figures). Until the sixth session every sample
+ * went into an array of one double per message: allocated up front but only backed by memory as
+ * it filled, so it added 8 bytes of RSS per message to the memory figures it was meant to judge
+ * (8 MB over 1M messages, 24 MB over 3M).
+ */
 export class LatencyRecorder {
-  private readonly values: Float64Array;
-  private count = 0;
-  constructor(capacity: number) {
-    this.values = new Float64Array(capacity);
-  }
+  private readonly histogram = createHistogram({ lowest: 1, highest: 3_600_000_000, figures: 3 });
   record(ms: number): void {
-    if (this.count < this.values.length) this.values[this.count++] = ms;
+    this.histogram.record(Math.min(3_600_000_000, Math.max(1, Math.round(ms * 1000))));
   }
   percentile(p: number): number {
-    if (this.count === 0) return 0;
-    const sorted = this.values.slice(0, this.count).sort();
-    return Math.round(sorted[Math.min(this.count - 1, Math.floor((p / 100) * this.count))]! * 100) / 100;
+    if (this.histogram.count === 0) return 0;
+    return Math.round(this.histogram.percentile(p) / 10) / 100;
   }
 }
 
@@ -129,7 +131,7 @@ export async function runPlainConsumer(
   onMessage: (channel: Channel, message: ConsumeMessage) => Promise<void>,
 ): Promise<{ seconds: number; latency: LatencyRecorder }> {
   const connection = await amqp.connect(AMQP_URL);
-  const latency = new LatencyRecorder(n);
+  const latency = new LatencyRecorder();
   try {
     const channel = await connection.createChannel();
     await channel.prefetch(prefetch);

@@ -305,7 +305,7 @@ async function runLibrary(
   queue: string, n: number,
   config: { store: LibraryStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number; prefetch?: number },
 ): Promise<{ seconds: number; latency: LatencyRecorder }> {
-  const latency = new LatencyRecorder(n);
+  const latency = new LatencyRecorder();
   let settled = 0;
   // The clock starts at the first delivery, as in runPlainConsumer: connecting and declaring the
   // topology (80-155 ms here) is not part of the rate. A settled delivery was received
