@@ -245,6 +245,17 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
           expect(await store.countInbox("h2")).toBe(1);
         });
 
+        it("a claim of 600 keys, some already stored, reports each one in order (more keys than one statement takes)", async () => {
+          const key = (i: number) => ({ tenant: "t1", eventId: `big-${String(i).padStart(4, "0")}` });
+          // Every 7th key is stored first, every 14th of those with another fingerprint.
+          const stored = Array.from({ length: 600 }, (_, i) => i).filter((i) => i % 7 === 3);
+          await store.transaction((tx) => tx.claim("h", stored.map((i) => claim(key(i), i % 14 === 3 ? `old-${i}` : `f-${i}`))));
+          const results = await store.transaction((tx) => tx.claim("h", Array.from({ length: 600 }, (_, i) => claim(key(i), `f-${i}`))));
+          expect(results).toEqual(Array.from({ length: 600 }, (_, i) =>
+            i % 7 !== 3 ? { status: "claimed" } : { status: "exists", fingerprint: i % 14 === 3 ? `old-${i}` : `f-${i}` }));
+          expect(await store.countInbox("h")).toBe(600);
+        });
+
         it("a transaction returns its work's result and commits the claim with the business write", async () => {
           const result = await store.transaction(async (tx) => {
             await tx.claim("h", [claim({ tenant: "t1", eventId: "e-1" }, "f")]);
