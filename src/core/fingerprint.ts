@@ -88,3 +88,13 @@ export function fingerprintOf(value: unknown): string {
 export function sha256Hex(data: Buffer | string): string {
   return hash("sha256", data, "hex");
 }
+
+/**
+ * SHA-256 (hex) of an id scoped to one event: the JSON array of `fields`, with the event's
+ * `version` appended when it replaced an applied version through accept-new, so that version's
+ * ids and keys differ from the replaced one's while every other id keeps its value. Outbox
+ * message ids and `ctx.idempotencyKey()` are both built this way.
+ */
+export function eventScopedHash(fields: readonly unknown[], version: string | undefined): string {
+  return sha256Hex(JSON.stringify(version === undefined ? fields : [...fields, version]));
+}

@@ -1,7 +1,7 @@
 import { type DecodeLimits, decodeJsonBody, defaultDecodeLimits } from "./decode.js";
 import { InboxConfigError, PermanentEventError, describeError, errorKindOf } from "./errors.js";
 import { type EventKey, type ParsedEvent, defaultEventKey, eventKeyString } from "./event.js";
-import { fingerprintOf, sha256Hex } from "./fingerprint.js";
+import { eventScopedHash, fingerprintOf, sha256Hex } from "./fingerprint.js";
 import type { BatchItem, BatchRejection, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
 import type { PipelineHook } from "./hooks.js";
 import type { Logger } from "./logger.js";
@@ -456,9 +456,7 @@ export class InboxPipeline<E, Tx> {
     const version = outbox.version;
     return {
       tx, key, handler, delivery,
-      idempotencyKey: (name = "") => sha256Hex(JSON.stringify(
-        version === undefined ? [key.tenant, handler, key.eventId, name] : [key.tenant, handler, key.eventId, name, version],
-      )),
+      idempotencyKey: (name = "") => eventScopedHash([key.tenant, handler, key.eventId, name], version),
       publish: outbox.publish,
     };
   }

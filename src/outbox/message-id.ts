@@ -1,4 +1,4 @@
-import { sha256Hex } from "../core/fingerprint.js";
+import { eventScopedHash } from "../core/fingerprint.js";
 import type { OutboxSource } from "../core/store.js";
 
 /**
@@ -11,10 +11,8 @@ import type { OutboxSource } from "../core/store.js";
  */
 export function outboxMessageId(source: OutboxSource, position: number): string {
   if (!Number.isSafeInteger(position) || position < 0) throw new RangeError(`position must be a non-negative integer, got ${position}`);
-  const fields: unknown[] = ["rabbit-inbox/outbox/v1", source.tenant, source.handler, source.eventId, position];
   // A version that replaced an applied one (accept-new) must not reuse that version's ids: the
   // outbox skips an id it already holds, and a downstream consumer would take the new message
   // for a duplicate or a conflict of the old one.
-  if (source.version !== undefined) fields.push(source.version);
-  return sha256Hex(JSON.stringify(fields));
+  return eventScopedHash(["rabbit-inbox/outbox/v1", source.tenant, source.handler, source.eventId, position], source.version);
 }
