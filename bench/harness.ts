@@ -112,9 +112,11 @@ export class RssSampler {
  * (8 MB over 1M messages, 24 MB over 3M).
  */
 export class LatencyRecorder {
-  private readonly histogram = createHistogram({ lowest: 1, highest: 3_600_000_000, figures: 3 });
+  /** An hour, in microseconds: the histogram's range ends there, and longer latencies count as an hour. */
+  private static readonly maxUs = 3_600_000_000;
+  private readonly histogram = createHistogram({ lowest: 1, highest: LatencyRecorder.maxUs, figures: 3 });
   record(ms: number): void {
-    this.histogram.record(Math.min(3_600_000_000, Math.max(1, Math.round(ms * 1000))));
+    this.histogram.record(Math.min(LatencyRecorder.maxUs, Math.max(1, Math.round(ms * 1000))));
   }
   percentile(p: number): number {
     if (this.histogram.count === 0) return 0;
