@@ -11,10 +11,15 @@ export { type DecodeLimits, defaultDecodeLimits, decodeJsonBody } from "./core/d
 export type { Store, StoreTransaction, InboxClaim, ClaimResult, QuarantineRecord, QuarantineEntry } from "./core/store.js";
 export type { OutboxRecord, OutboxSource } from "./core/store.js";
 export type { Migration } from "./store/migration.js";
-export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts } from "./amqp/inbox-consumer.js";
+export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts, type PartitionOptions } from "./amqp/inbox-consumer.js";
+export { type BrokerUrls, BrokerConnector, type BrokerLink, brokerUrlList, brokerNodeLabel } from "./amqp/broker-connection.js";
+export { assignPartitions } from "./amqp/partition-assignment.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
 export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
-export { quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec } from "./amqp/topology.js";
+export {
+  quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec,
+  partitionQueueName, partitionQueueArguments, preparePartitionExchange, CONSISTENT_HASH_PLUGIN,
+} from "./amqp/topology.js";
 export { RETRY_ATTEMPT_HEADER } from "./amqp/inbox-consumer.js";
 export {
   Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,

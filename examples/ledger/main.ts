@@ -4,12 +4,16 @@
  * `balance.changed` JSON message to the durable fanout exchange `<LEDGER_QUEUE>.balance-changed`
  * (declared at start) with a message id that is the same on every re-send; the outbox relay
  * runs in this process.
- *   AMQP_URL            default amqp://guest:guest@127.0.0.1:5672
+ *   AMQP_URL            default amqp://guest:guest@127.0.0.1:5672; a cluster's nodes comma-separated (failover)
  *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... and mysql://... (mariadb://...) also accepted
  *   LEDGER_QUEUE        default ledger.events
  *   LEDGER_BATCH_SIZE   deliveries per transaction, default 500 (1 = strict mode)
  *   LEDGER_PREFETCH     default twice the batch size, at least 200
  *   LEDGER_QUEUE_TYPE   classic (default) or quorum, used when the queue is declared
+ *   LEDGER_PARTITIONS   P: consume the quorum queues <LEDGER_QUEUE>.p0 .. p<P-1> behind the
+ *                       x-consistent-hash exchange <LEDGER_QUEUE> (producers publish there with
+ *                       routing key <tenant>/<account_id>); replicas share the partitions and
+ *                       keep each account's order. Unset: one queue.
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
@@ -34,7 +38,10 @@ async function main(): Promise<void> {
   const fault = faultText ? parseFaultSpec(faultText) : undefined;
   const batchSize = positiveInt("LEDGER_BATCH_SIZE", 500);
   const prefetch = positiveInt("LEDGER_PREFETCH", Math.max(200, 2 * batchSize));
-  const queueType = process.env.LEDGER_QUEUE_TYPE || "classic";
+  const partitionText = process.env.LEDGER_PARTITIONS;
+  const partitions = partitionText ? positiveInt("LEDGER_PARTITIONS", 1) : undefined;
+  // Partitions are quorum queues unless asked otherwise: they must outlive a broker node.
+  const queueType = process.env.LEDGER_QUEUE_TYPE || (partitions ? "quorum" : "classic");
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
 
   const balanceChangedExchange = `${queue}.balance-changed`;
@@ -50,7 +57,8 @@ async function main(): Promise<void> {
   if (!relay) logger.warn("this database has no transactional outbox yet: balance.changed is not published", { database: db.description });
   const consumer = new InboxConsumer({
     url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch,
-    ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : {}),
+    ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : partitions ? { queueArguments: { "x-queue-type": "classic" } } : {}),
+    ...(partitions ? { partitions: { count: partitions } } : {}),
     ...(fault ? { hook: faultInjection(fault) } : {}),
   });
   let stopping = false;
@@ -73,7 +81,8 @@ async function main(): Promise<void> {
   // The relay first: the exchange exists before the first event is consumed.
   await relay?.start();
   await consumer.start();
-  console.log(`ledger: consuming ${queue} from ${redactSecrets(amqpUrl)} into ${db.description}${fault ? ` (fault ${faultText})` : ""}`);
+  const source = partitions ? `${queue} (${partitions} partitions, holding ${consumer.heldPartitions.join(",") || "none yet"})` : queue;
+  console.log(`ledger: consuming ${source} from ${redactSecrets(amqpUrl)} into ${db.description}${fault ? ` (fault ${faultText})` : ""}`);
 }
 
 main().catch((error: unknown) => {

@@ -1,4 +1,5 @@
-import amqp from "amqplib";
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from "amqplib";
 import { InboxConfigError, describeError } from "../core/errors.js";
 import type { EventKey } from "../core/event.js";
@@ -7,17 +8,29 @@ import type { PipelineHook } from "../core/hooks.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome, OutcomeKind } from "../core/outcome.js";
 import { type IncomingMessage, InboxPipeline, type PipelineOptions } from "../core/pipeline.js";
-import { sleep } from "../core/retry-policy.js";
+import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
 import type { Store } from "../core/store.js";
+import { type BrokerUrls, BrokerConnector } from "./broker-connection.js";
 import { ConfirmedPublisher } from "./confirmed-publisher.js";
 import { DeliveryTracker } from "./delivery-tracker.js";
-import { prepareTopology, retryQueueName } from "./topology.js";
+import { assignPartitions } from "./partition-assignment.js";
+import { PartitionMembership } from "./partition-membership.js";
+import { partitionQueueArguments, partitionQueueName, prepareTopology, preparePartitionExchange, retryQueueName } from "./topology.js";
 
 export interface InboxConsumerOptions<E, Tx> {
-  /** AMQP URL, e.g. `amqp://guest:guest@127.0.0.1:5672`. Its password is never logged. */
-  url: string;
-  /** The work queue. */
+  /**
+   * AMQP URL, e.g. `amqp://guest:guest@127.0.0.1:5672`, or the URLs of a cluster's nodes (an
+   * array, or one string separated by commas). The consumer connects to the first node that
+   * answers and, after losing it, to the others in turn. Passwords are never logged.
+   */
+  url: BrokerUrls;
+  /** The work queue; with `partitions`, the base name of the partition queues and the exchange. */
   queue: string;
+  /**
+   * Partitioned, ordered consumption over several replicas (see docs/scaling.md). Default: none,
+   * one work queue.
+   */
+  partitions?: PartitionOptions;
   store: Store<Tx>;
   handler: InboxHandler<E, Tx>;
   /**
@@ -88,35 +101,81 @@ export interface InboxConsumerOptions<E, Tx> {
   onOutcome?: (outcome: Outcome, timing: { latencyMs: number }) => void;
 }
 
+/**
+ * Partitioned consumption: producers publish to an `x-consistent-hash` exchange with a routing
+ * key per ordering key (e.g. `<tenant>/<account>`); it routes each key always to the same one
+ * of `count` partition queues (quorum, single active consumer). The replicas of a consumer learn
+ * each other through the broker and split the partitions evenly; a partition changes hands only
+ * after its last owner settled (or gave back) every delivery it held, so per-key order holds
+ * across replicas, node failures and replica failures.
+ */
+export interface PartitionOptions {
+  /** Number of partition queues, `<queue>.p0` .. `<queue>.p<count-1>`. Fixed once producers use it. */
+  count: number;
+  /** The consistent-hash exchange producers publish to. Default: the `queue` name itself. */
+  exchange?: string;
+  /** How often a replica announces itself to the others, in ms. Default 500. */
+  heartbeatMs?: number;
+  /**
+   * A replica not heard from for this long is gone and its partitions move, in ms. Default
+   * 2500. Shorter moves partitions of a crashed replica sooner; it must outlast a reconnect
+   * to another broker node, or partitions move away and back.
+   */
+  memberTimeoutMs?: number;
+  /** This replica's id among the others. Default `<host>:<pid>:<random>`. */
+  memberId?: string;
+}
+
 /** A delivery and the one channel allowed to settle it (S7). */
 interface Delivery {
   message: ConsumeMessage;
-  session: Session;
+  consumer: QueueConsumer;
   /** performance.now() when the delivery reached this process. */
   receivedAt: number;
   /** The pipeline's view of it, decoded and fingerprinted on arrival (see onMessage). */
   incoming: IncomingMessage;
 }
 
-/** One connection with its consuming channel and its confirm channel for quarantine publishes. */
+/** One connection with its confirm channel for quarantine publishes and its queue consumers. */
 interface Session {
   id: number;
   connection: ChannelModel;
-  channel: Channel;
+  /** `host:port` of the broker node. */
+  node: string;
   publishChannel: ConfirmChannel;
   publisher: ConfirmedPublisher;
+  /** By queue name: the work queue, or the partitions this replica holds. */
+  consumers: Map<string, QueueConsumer>;
+  open: boolean;
+}
+
+/**
+ * One queue consumed on a channel of its own. Its delivery tags belong to that channel alone:
+ * they are settled there, or not at all.
+ */
+interface QueueConsumer {
+  queue: string;
+  session: Session;
+  channel: Channel;
   tracker: DeliveryTracker;
   consumerTag: string | undefined;
   open: boolean;
+  /** Being handed over: new deliveries are left unacked for the next owner. */
+  releasing: boolean;
+  /** Deliveries of this channel in batches that have started. */
+  inFlight: number;
+  /** Resolved when inFlight reaches 0 or the channel closes. */
+  idleWaiters: Array<() => void>;
 }
 
 export type OutcomeCounts = Record<OutcomeKind, number>;
 
 /**
- * Consumes a queue through the inbox pipeline: manual acks, batches committed before any ack,
- * quarantine published with confirms before the original is acked, and reconnection with
- * backoff after a connection or channel loss. Deliveries of a lost channel are never acked on
- * another one: the broker redelivers them and the dedup record decides.
+ * Consumes a queue (or the partitions of a partitioned queue) through the inbox pipeline: manual
+ * acks, batches committed before any ack, quarantine published with confirms before the original
+ * is acked, and reconnection with backoff (to the next broker node) after a connection or
+ * channel loss. Deliveries of a lost channel are never acked on another one: the broker
+ * redelivers them and the dedup record decides.
  */
 export class InboxConsumer<E, Tx> {
   private readonly options: InboxConsumerOptions<E, Tx>;
@@ -127,6 +186,8 @@ export class InboxConsumer<E, Tx> {
   private readonly quarantineQueue: string;
   private readonly counts: OutcomeCounts = { applied: 0, duplicate: 0, quarantined: 0, delayed: 0, requeue: 0 };
   private readonly retryDelays: readonly number[];
+  private readonly connector: BrokerConnector;
+  private readonly membership: PartitionMembership | undefined;
   private session: Session | undefined;
   private sessionCounter = 0;
   private pending: Delivery[] = [];
@@ -135,10 +196,12 @@ export class InboxConsumer<E, Tx> {
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
   private reconnecting: Promise<void> | undefined;
   private idleWaiters: Array<() => void> = [];
-  /** Acks waiting for the end of this event-loop turn, per session (see ack). */
-  private readonly acksDue = new Map<Session, Delivery[]>();
+  /** Acks waiting for the end of this event-loop turn, per channel (see ack). */
+  private readonly acksDue = new Map<QueueConsumer, Delivery[]>();
   private ackFlushScheduled = false;
   private requeueDelay: number;
+  /** Partition hand-overs run one at a time, in the order membership changes were seen. */
+  private rebalancing: Promise<void> = Promise.resolve();
 
   constructor(options: InboxConsumerOptions<E, Tx>) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
@@ -167,11 +230,38 @@ export class InboxConsumer<E, Tx> {
       ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
       canDelayRetry: (delivery) => retryAttemptOf(delivery.headers) < this.retryDelays.length,
     });
+    this.connector = new BrokerConnector(options.url, {
+      connectionName: options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}`,
+    });
+    this.membership = options.partitions ? this.createMembership(options.partitions) : undefined;
+  }
+
+  private createMembership(partitions: PartitionOptions): PartitionMembership {
+    const { count } = partitions;
+    if (!Number.isSafeInteger(count) || count < 1 || count > 1000) throw new InboxConfigError(`partitions.count must be an integer from 1 to 1000, got ${count}`);
+    const heartbeatMs = partitions.heartbeatMs ?? 500;
+    const memberTimeoutMs = partitions.memberTimeoutMs ?? 2500;
+    if (!(heartbeatMs > 0)) throw new InboxConfigError(`partitions.heartbeatMs must be positive, got ${heartbeatMs}`);
+    if (!(memberTimeoutMs > 2 * heartbeatMs)) {
+      throw new InboxConfigError(`partitions.memberTimeoutMs (${memberTimeoutMs}) must be more than twice heartbeatMs (${heartbeatMs}), or one late heartbeat moves partitions`);
+    }
+    return new PartitionMembership({
+      exchange: `${this.options.queue}.members`,
+      memberId: partitions.memberId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
+      heartbeatMs, memberTimeoutMs, logger: this.logger,
+      onChange: () => this.scheduleRebalance(),
+    });
   }
 
   /** Outcome counts since start. */
   get outcomeCounts(): Readonly<OutcomeCounts> {
     return this.counts;
+  }
+
+  /** The partitions this replica consumes now (partitioned mode), sorted; [] otherwise. */
+  get heldPartitions(): number[] {
+    if (!this.options.partitions || !this.session?.open) return [];
+    return [...this.session.consumers.keys()].map((queue) => this.partitionOf(queue)).sort((a, b) => a - b);
   }
 
   /** Connects, declares or checks the topology, and starts consuming. Rejects on a bad topology. */
@@ -180,29 +270,42 @@ export class InboxConsumer<E, Tx> {
     this.state = "running";
     try {
       await this.openSession();
+      await this.rebalancing;
     } catch (error) {
       this.state = "stopped";
       throw error;
     }
     this.logger.info("consuming", {
-      queue: this.options.queue, handler: this.pipeline.handlerName, store: this.options.store.dialect,
+      queue: this.options.queue, handler: this.pipeline.handlerName, store: this.options.store.dialect, node: this.session?.node,
       prefetch: this.options.prefetch, batchSize: this.batchSize, concurrency: this.concurrency,
+      ...(this.options.partitions ? { partitions: this.options.partitions.count, held: this.heldPartitions, member: this.membership?.memberId } : {}),
     });
   }
 
   /**
-   * Stops taking deliveries, finishes and settles every delivery already received, then closes
-   * the channels and the connection. Safe to call more than once.
+   * Stops taking deliveries, finishes and settles every delivery already started, then closes
+   * the channels and the connection. Safe to call more than once. A single work queue also
+   * finishes the deliveries it received; partitions give those back unacked instead (another
+   * replica may take a partition as soon as it is cancelled, so nothing of it may still be
+   * applied here after that).
    */
   async stop(): Promise<void> {
     if (this.state === "stopped" || this.state === "idle") { this.state = "stopped"; return; }
     if (this.state === "stopping") return this.whenIdle();
     this.state = "stopping";
     const session = this.session;
-    if (session?.open && session.consumerTag) {
-      await session.channel.cancel(session.consumerTag).catch((error: unknown) => {
-        this.logger.warn("cancel failed while stopping", { error: describeError(error) });
-      });
+    if (this.membership) {
+      // Tell the others first: they subscribe and wait while this replica hands over.
+      await this.membership.leave();
+      await this.rebalancing;
+      if (session?.open) await Promise.all([...session.consumers.values()].map((c) => this.release(c)));
+    } else {
+      for (const consumer of session?.open ? session.consumers.values() : []) {
+        if (!consumer.consumerTag) continue;
+        await consumer.channel.cancel(consumer.consumerTag).catch((error: unknown) => {
+          this.logger.warn("cancel failed while stopping", { error: describeError(error) });
+        });
+      }
     }
     this.flush();
     await this.whenIdle();
@@ -214,7 +317,7 @@ export class InboxConsumer<E, Tx> {
       // its own buffer and multiplexes them, so a connection-level Close can overtake acks still
       // buffered on the consuming channel, and the broker then requeues deliveries whose effects
       // committed (seen here: up to a prefetch's worth). A channel's Close queues behind its acks.
-      await session.channel.close().catch(() => undefined);
+      for (const consumer of session.consumers.values()) await this.closeConsumer(consumer);
       await session.publishChannel.close().catch(() => undefined);
       await session.connection.close().catch(() => undefined);
     }
@@ -233,37 +336,43 @@ export class InboxConsumer<E, Tx> {
   }
 
   private async openSession(): Promise<void> {
-    const { url, queue } = this.options;
-    const connection = await amqp.connect(url, { clientProperties: { connection_name: this.options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}` } });
+    const { queue } = this.options;
+    const { connection, node } = await this.connector.connect();
     let session: Session | undefined;
     try {
-      const channel = await connection.createChannel();
       const publishChannel = await connection.createConfirmChannel();
       session = {
-        id: ++this.sessionCounter, connection, channel, publishChannel,
+        id: ++this.sessionCounter, connection, node, publishChannel,
         publisher: new ConfirmedPublisher(publishChannel, this.options.confirmTimeoutMs ?? 10_000),
-        tracker: new DeliveryTracker(), consumerTag: undefined, open: true,
+        consumers: new Map(), open: true,
       };
       const s = session;
-      const lost = (what: string) => (error?: Error) => this.sessionLost(s, what, error);
-      connection.on("error", (error: Error) => this.logger.warn("AMQP connection error", { error: redactSecrets(error.message) }));
-      connection.on("close", lost("connection closed"));
-      connection.on("blocked", (reason: string) => this.logger.warn("broker blocked the connection (resource alarm): publishes wait", { reason }));
-      connection.on("unblocked", () => this.logger.info("broker unblocked the connection"));
-      channel.on("error", (error: Error) => this.logger.warn("AMQP channel error", { error: error.message }));
-      channel.on("close", lost("consume channel closed"));
-      publishChannel.on("error", (error: Error) => this.logger.warn("AMQP publish channel error", { error: error.message }));
-      publishChannel.on("close", lost("publish channel closed"));
+      connection.on("error", (error: Error) => this.logger.warn("AMQP connection error", { node, error: redactSecrets(error.message) }));
+      connection.on("close", (error?: Error) => this.sessionLost(s, "connection closed", error));
+      connection.on("blocked", (reason: string) => this.logger.warn("broker blocked the connection (resource alarm): publishes wait", { node, reason }));
+      connection.on("unblocked", () => this.logger.info("broker unblocked the connection", { node }));
+      publishChannel.on("error", (error: Error) => this.logger.warn("AMQP publish channel error", { node, error: error.message }));
+      publishChannel.on("close", (error?: Error) => this.sessionLost(s, "publish channel closed", error));
 
-      await prepareTopology(connection, channel, {
-        queue, queueArguments: this.options.queueArguments, quarantineQueue: this.quarantineQueue,
-        retryQueues: this.retryDelays.map((delayMs, i) => ({ name: retryQueueName(queue, i + 1), delayMs })),
-        declare: this.options.declareTopology ?? true,
-      });
-      await channel.prefetch(this.options.prefetch!);
-      const { consumerTag } = await channel.consume(queue, (message) => this.onMessage(s, message), { noAck: false });
-      s.consumerTag = consumerTag;
+      const declare = this.options.declareTopology ?? true;
+      for (const workQueue of this.workQueues()) {
+        await prepareTopology(connection, publishChannel, {
+          queue: workQueue, quarantineQueue: this.quarantineQueue,
+          queueArguments: this.options.partitions ? partitionQueueArguments(this.options.queueArguments) : this.options.queueArguments,
+          retryQueues: this.retryDelays.map((delayMs, i) => ({ name: retryQueueName(workQueue, i + 1), delayMs })),
+          declare,
+        });
+      }
+      if (this.options.partitions) {
+        await preparePartitionExchange(connection, this.options.partitions.exchange ?? queue, this.workQueues(), declare);
+      }
       this.session = s;
+      if (this.membership) {
+        await this.membership.attach(connection);
+        this.scheduleRebalance();
+      } else {
+        await this.consume(s, queue);
+      }
     } catch (error) {
       if (session) session.open = false;
       await connection.close().catch(() => undefined);
@@ -271,19 +380,112 @@ export class InboxConsumer<E, Tx> {
     }
   }
 
-  private onMessage(session: Session, message: ConsumeMessage | null): void {
+  /** The queues deliveries come from: the work queue, or every partition queue. */
+  private workQueues(): string[] {
+    const { queue, partitions } = this.options;
+    if (!partitions) return [queue];
+    return Array.from({ length: partitions.count }, (_, p) => partitionQueueName(queue, p));
+  }
+
+  private partitionOf(queue: string): number {
+    return Number(queue.slice(queue.lastIndexOf(".p") + 2));
+  }
+
+  /** Opens a channel of its own for `queue` and consumes it. */
+  private async consume(session: Session, queue: string): Promise<void> {
+    const channel = await session.connection.createChannel();
+    const consumer: QueueConsumer = {
+      queue, session, channel, tracker: new DeliveryTracker(), consumerTag: undefined,
+      open: true, releasing: false, inFlight: 0, idleWaiters: [],
+    };
+    channel.on("error", (error: Error) => this.logger.warn("AMQP channel error", { queue, node: session.node, error: error.message }));
+    channel.on("close", (error?: Error) => {
+      // A channel this consumer closed itself (a hand-over, a stop) is not a loss.
+      if (!consumer.open) return;
+      this.sessionLost(session, `consume channel of ${queue} closed`, error);
+    });
+    session.consumers.set(queue, consumer);
+    await channel.prefetch(this.options.prefetch!);
+    const { consumerTag } = await channel.consume(queue, (message) => this.onMessage(consumer, message), { noAck: false });
+    consumer.consumerTag = consumerTag;
+  }
+
+  /**
+   * Hands a partition over: deliveries not started are dropped (they stay unacked), the batches
+   * holding its deliveries finish and their acks go out, and only then is its channel closed.
+   * The broker then requeues what this replica did not settle, in order, and single active
+   * consumer gives the partition to the next replica: nothing of it is applied here after that.
+   */
+  private async release(consumer: QueueConsumer): Promise<void> {
+    if (!consumer.open) return;
+    consumer.releasing = true;
+    this.pending = this.pending.filter((d) => d.consumer !== consumer);
+    this.wakeIdleWaiters();
+    if (consumer.inFlight > 0) await new Promise<void>((resolve) => consumer.idleWaiters.push(resolve));
+    this.flushAcks();
+    await this.closeConsumer(consumer);
+    consumer.session.consumers.delete(consumer.queue);
+  }
+
+  private async closeConsumer(consumer: QueueConsumer): Promise<void> {
+    if (!consumer.open) return;
+    consumer.open = false;
+    await consumer.channel.close().catch(() => undefined);
+  }
+
+  private scheduleRebalance(): void {
+    this.rebalancing = this.rebalancing.then(() => this.rebalance()).catch((error: unknown) => {
+      // The session is lost (a reconnect follows and rebalances), or a subscribe failed: close
+      // the connection so that the reconnect starts from a clean state.
+      this.logger.warn("partition hand-over failed; reconnecting", { error: describeError(error) });
+      const session = this.session;
+      if (session?.open) this.sessionLost(session, "partition hand-over failed", error instanceof Error ? error : undefined);
+    });
+  }
+
+  /** Releases the partitions this replica no longer owns, then subscribes to those it gained. */
+  private async rebalance(): Promise<void> {
+    const membership = this.membership!;
+    const session = this.session;
+    if (this.state !== "running" || !session?.open) return;
+    const members = membership.members();
+    const owned = new Set(assignPartitions(members, this.options.partitions!.count, membership.memberId).map((p) => partitionQueueName(this.options.queue, p)));
+    const released: number[] = [];
+    const acquired: number[] = [];
+    for (const consumer of [...session.consumers.values()]) {
+      if (owned.has(consumer.queue)) continue;
+      await this.release(consumer);
+      released.push(this.partitionOf(consumer.queue));
+    }
+    for (const queue of owned) {
+      if (this.state !== "running" || !session.open) return;
+      if (session.consumers.has(queue)) continue;
+      await this.consume(session, queue);
+      acquired.push(this.partitionOf(queue));
+    }
+    if (released.length > 0 || acquired.length > 0) {
+      this.logger.info("partitions rebalanced", {
+        queue: this.options.queue, member: membership.memberId, members: members.length,
+        held: this.heldPartitions, released, acquired, node: session.node,
+      });
+    }
+  }
+
+  private onMessage(consumer: QueueConsumer, message: ConsumeMessage | null): void {
     if (message === null) {
       // The broker cancelled the consumer (queue deleted, failover): amqplib passes null.
-      this.logger.warn("broker cancelled the consumer; reconnecting", { queue: this.options.queue });
-      this.sessionLost(session, "consumer cancelled by broker");
+      this.logger.warn("broker cancelled the consumer; reconnecting", { queue: consumer.queue });
+      this.sessionLost(consumer.session, "consumer cancelled by broker");
       return;
     }
-    session.tracker.delivered(message.fields.deliveryTag);
+    consumer.tracker.delivered(message.fields.deliveryTag);
+    // Handed over: left unacked, the broker requeues it for the next owner when the channel closes.
+    if (consumer.releasing || !consumer.open) return;
     // Decoded and fingerprinted now, while the batch before it waits on the database, rather
     // than when its own batch starts.
-    const incoming = this.toIncoming(message);
+    const incoming = this.toIncoming(message, consumer.queue);
     this.pipeline.prepareAhead(incoming);
-    this.pending.push({ message, session, receivedAt: performance.now(), incoming });
+    this.pending.push({ message, consumer, receivedAt: performance.now(), incoming });
     this.scheduleFlush();
   }
 
@@ -305,31 +507,39 @@ export class InboxConsumer<E, Tx> {
     while (this.pending.length > 0 && this.inFlight < this.concurrency) {
       const batch = this.pending.splice(0, this.batchSize);
       this.inFlight++;
+      for (const d of batch) d.consumer.inFlight++;
       this.runBatch(batch)
         .catch((error: unknown) => {
           // runBatch settles everything itself; reaching here is a bug. The deliveries stay
-          // unacked and come back when the channel closes.
-          this.logger.error("unexpected failure settling a batch; closing the channel so the broker redelivers", { error: describeError(error) });
-          const session = batch[0]?.session;
-          if (session?.open) void session.channel.close().catch(() => undefined);
+          // unacked and come back when their channels close.
+          this.logger.error("unexpected failure settling a batch; closing its channels so the broker redelivers", { error: describeError(error) });
+          for (const consumer of new Set(batch.map((d) => d.consumer))) {
+            if (consumer.open) void consumer.channel.close().catch(() => undefined);
+          }
         })
         .finally(() => {
           this.inFlight--;
+          for (const d of batch) this.deliveryDone(d.consumer);
           if (this.pending.length > 0) this.flush();
           this.wakeIdleWaiters();
         });
     }
   }
 
+  private deliveryDone(consumer: QueueConsumer): void {
+    consumer.inFlight--;
+    if (consumer.inFlight === 0) for (const resolve of consumer.idleWaiters.splice(0)) resolve();
+  }
+
   private async runBatch(batch: Delivery[]): Promise<void> {
     // Deliveries of a closed channel will be redelivered; processing them now is wasted work.
-    const live = batch.filter((d) => d.session.open);
+    const live = batch.filter((d) => d.consumer.open);
     if (live.length === 0) return;
     const outcomes = await this.pipeline.process(live.map((d) => d.incoming));
     await this.settle(live, outcomes);
   }
 
-  private toIncoming(message: ConsumeMessage): IncomingMessage {
+  private toIncoming(message: ConsumeMessage, queue: string): IncomingMessage {
     const { properties, fields } = message;
     const headers = (properties.headers ?? {}) as Record<string, unknown>;
     const count = headers["x-delivery-count"];
@@ -338,7 +548,7 @@ export class InboxConsumer<E, Tx> {
       contentType: typeof properties.contentType === "string" ? properties.contentType : undefined,
       contentEncoding: typeof properties.contentEncoding === "string" ? properties.contentEncoding : undefined,
       delivery: {
-        queue: this.options.queue,
+        queue,
         redelivered: fields.redelivered,
         deliveryCount: typeof count === "number" ? count : undefined,
         messageId: typeof properties.messageId === "string" ? properties.messageId : undefined,
@@ -362,15 +572,15 @@ export class InboxConsumer<E, Tx> {
       );
       outcomes = decided.map((o, i): Outcome => (published[i] ? o : { kind: "requeue", key: o.key, error: new Error("publish not confirmed") }));
     }
-    const acks = new Map<Session, Delivery[]>();
+    const acks = new Map<QueueConsumer, Delivery[]>();
     const requeues: Delivery[] = [];
     outcomes.forEach((o, i) => {
       const d = batch[i]!;
       if (o.kind === "requeue") requeues.push(d);
       else {
-        const list = acks.get(d.session) ?? [];
+        const list = acks.get(d.consumer) ?? [];
         list.push(d);
-        acks.set(d.session, list);
+        acks.set(d.consumer, list);
       }
     });
     if (requeues.length > 0) {
@@ -382,7 +592,7 @@ export class InboxConsumer<E, Tx> {
     } else {
       this.requeueDelay = this.options.requeueDelayMs ?? 1000;
     }
-    for (const [session, deliveries] of acks) this.ack(session, deliveries);
+    for (const [consumer, deliveries] of acks) this.ack(consumer, deliveries);
     // A failure-window hook sees its acks on the wire already ("after-ack" means sent).
     if (this.options.hook) this.flushAcks();
     const now = performance.now();
@@ -398,7 +608,8 @@ export class InboxConsumer<E, Tx> {
   }
 
   private async publishQuarantine(delivery: Delivery, outcome: Extract<Outcome, { kind: "quarantined" }>): Promise<boolean> {
-    const { session, message } = delivery;
+    const { consumer, message } = delivery;
+    const { session } = consumer;
     if (!session.open) return false;
     const key: EventKey | null = outcome.key;
     try {
@@ -411,7 +622,7 @@ export class InboxConsumer<E, Tx> {
           "x-rabbit-inbox-reason": outcome.reason,
           "x-rabbit-inbox-detail": outcome.detail.slice(0, 1000),
           "x-rabbit-inbox-handler": this.pipeline.handlerName,
-          "x-rabbit-inbox-original-queue": this.options.queue,
+          "x-rabbit-inbox-original-queue": consumer.queue,
           ...(key ? { "x-rabbit-inbox-tenant": key.tenant, "x-rabbit-inbox-event-id": key.eventId } : {}),
           ...(outcome.record.fingerprint ? { "x-rabbit-inbox-fingerprint": outcome.record.fingerprint } : {}),
           ...(outcome.record.storedFingerprint ? { "x-rabbit-inbox-stored-fingerprint": outcome.record.storedFingerprint } : {}),
@@ -451,11 +662,13 @@ export class InboxConsumer<E, Tx> {
   }
 
   private async publishDelayedRetry(delivery: Delivery, outcome: Extract<Outcome, { kind: "delayed" }>): Promise<boolean> {
-    const { session, message } = delivery;
+    const { consumer, message } = delivery;
+    const { session } = consumer;
     if (!session.open) return false;
     const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
     const attempt = retryAttemptOf(headers) + 1;
-    const target = retryQueueName(this.options.queue, attempt);
+    // Back to the queue it came from (its own partition), after the delay.
+    const target = retryQueueName(consumer.queue, attempt);
     try {
       await session.publisher.publish("", target, message.content, {
         persistent: true,
@@ -483,10 +696,10 @@ export class InboxConsumer<E, Tx> {
    * instead of one write each. Nacks are never deferred: one sent before a deferred
    * multiple-ack that spans its tag is already off the channel, never acked by it.
    */
-  private ack(session: Session, deliveries: Delivery[]): void {
-    const queued = this.acksDue.get(session);
+  private ack(consumer: QueueConsumer, deliveries: Delivery[]): void {
+    const queued = this.acksDue.get(consumer);
     if (queued) queued.push(...deliveries);
-    else this.acksDue.set(session, [...deliveries]);
+    else this.acksDue.set(consumer, [...deliveries]);
     if (!this.ackFlushScheduled) {
       this.ackFlushScheduled = true;
       setImmediate(() => this.flushAcks());
@@ -498,19 +711,20 @@ export class InboxConsumer<E, Tx> {
     this.ackFlushScheduled = false;
     const due = [...this.acksDue];
     this.acksDue.clear();
-    for (const [session, deliveries] of due) this.sendAcks(session, deliveries);
+    for (const [consumer, deliveries] of due) this.sendAcks(consumer, deliveries);
   }
 
-  private sendAcks(session: Session, deliveries: Delivery[]): void {
-    if (!session.open) {
-      this.logger.debug("channel closed before ack; the broker will redeliver and the dedup record decides", { deliveries: deliveries.length });
+  /** Acks on the channel that delivered them, and only there (another channel's tag 7 is another message). */
+  private sendAcks(consumer: QueueConsumer, deliveries: Delivery[]): void {
+    if (!consumer.open) {
+      this.logger.debug("channel closed before ack; the broker will redeliver and the dedup record decides", { queue: consumer.queue, deliveries: deliveries.length });
       return;
     }
     const byTag = new Map(deliveries.map((d) => [d.message.fields.deliveryTag, d.message]));
-    const plan = session.tracker.planAcks([...byTag.keys()]);
+    const plan = consumer.tracker.planAcks([...byTag.keys()]);
     try {
-      if (plan.multipleUpTo !== null) session.channel.ack(byTag.get(plan.multipleUpTo)!, true);
-      for (const tag of plan.singles) session.channel.ack(byTag.get(tag)!, false);
+      if (plan.multipleUpTo !== null) consumer.channel.ack(byTag.get(plan.multipleUpTo)!, true);
+      for (const tag of plan.singles) consumer.channel.ack(byTag.get(tag)!, false);
     } catch (error) {
       // IllegalOperationError: the channel closed under us. Nothing to do: redelivery is safe.
       this.logger.warn("ack failed; the broker will redeliver and the dedup record decides", { error: describeError(error) });
@@ -518,11 +732,11 @@ export class InboxConsumer<E, Tx> {
   }
 
   private nack(delivery: Delivery): void {
-    const { session, message } = delivery;
-    if (!session.open) return;
-    session.tracker.settled(message.fields.deliveryTag);
+    const { consumer, message } = delivery;
+    if (!consumer.open) return;
+    consumer.tracker.settled(message.fields.deliveryTag);
     try {
-      session.channel.nack(message, false, true);
+      consumer.channel.nack(message, false, true);
     } catch (error) {
       this.logger.warn("nack failed; the broker will redeliver when the channel closes", { error: describeError(error) });
     }
@@ -531,28 +745,32 @@ export class InboxConsumer<E, Tx> {
   private sessionLost(session: Session, what: string, error?: Error): void {
     if (!session.open) return;
     session.open = false;
-    // Deliveries of this channel that have not started are dropped: the broker requeues them.
-    this.pending = this.pending.filter((d) => d.session !== session);
+    for (const consumer of session.consumers.values()) {
+      consumer.open = false;
+      // A hand-over waiting on this channel has nothing left to wait for: the broker requeues.
+      for (const resolve of consumer.idleWaiters.splice(0)) resolve();
+    }
+    this.membership?.detach();
+    // Deliveries of this connection that have not started are dropped: the broker requeues them.
+    this.pending = this.pending.filter((d) => d.consumer.session !== session);
     this.wakeIdleWaiters();
     if (this.state !== "running") return;
-    this.logger.warn("AMQP session lost; reconnecting", { what, error: error ? redactSecrets(error.message) : undefined, session: session.id });
+    this.logger.warn("AMQP session lost; reconnecting", { what, node: session.node, error: error ? redactSecrets(error.message) : undefined, session: session.id });
     void session.connection.close().catch(() => undefined);
     this.reconnecting ??= this.reconnect().finally(() => { this.reconnecting = undefined; });
   }
 
   private async reconnect(): Promise<void> {
-    const base = this.options.reconnectBaseDelayMs ?? 200;
-    const max = this.options.reconnectMaxDelayMs ?? 10_000;
+    const policy = reconnectPolicy(this.options);
     for (let attempt = 1; this.state === "running"; attempt++) {
-      const delay = Math.min(max, base * 2 ** (attempt - 1));
-      await sleep(Math.round(delay / 2 + (Math.random() * delay) / 2));
+      await sleep(backoffDelay(policy, attempt));
       if (this.state !== "running") return;
       try {
         await this.openSession();
-        this.logger.info("AMQP session restored", { queue: this.options.queue, attempt });
+        this.logger.info("AMQP session restored", { queue: this.options.queue, node: this.session?.node, attempt });
         return;
       } catch (error) {
-        this.logger.warn("reconnect failed", { attempt, error: redactSecrets(describeError(error)) });
+        this.logger.warn("reconnect failed", { attempt, nodes: this.connector.nodes, error: redactSecrets(describeError(error)) });
       }
     }
   }

@@ -96,3 +96,52 @@ async function withProbe(connection: ChannelModel, work: (probe: Channel) => Pro
   }
   await probe.close().catch(() => undefined);
 }
+
+/** The partition queues of a partitioned work queue: `<queue>.p0` .. `<queue>.p<count-1>`. */
+export function partitionQueueName(queue: string, partition: number): string {
+  return `${queue}.p${partition}`;
+}
+
+/** The plugin behind the `x-consistent-hash` exchange type. */
+export const CONSISTENT_HASH_PLUGIN = "rabbitmq_consistent_hash_exchange";
+
+/**
+ * Arguments of a partition queue: quorum by default (it survives a node's loss) and always
+ * single active consumer, so that one replica at a time takes a partition's deliveries in order.
+ */
+export function partitionQueueArguments(queueArguments: Record<string, unknown> | undefined): Record<string, unknown> {
+  return { "x-queue-type": "quorum", ...queueArguments, "x-single-active-consumer": true };
+}
+
+/**
+ * Declares (or verifies) the `x-consistent-hash` exchange producers publish to, and binds each
+ * partition queue to it with weight "1", so that a routing key (e.g. `<tenant>/<account>`) always
+ * lands in the same partition. The partition queues must already be declared. A broker without
+ * the plugin is named as such instead of a bare "invalid exchange type".
+ */
+export async function preparePartitionExchange(
+  connection: ChannelModel, exchange: string, partitionQueues: readonly string[], declare: boolean,
+): Promise<void> {
+  if (declare) {
+    await withProbe(connection, (probe) => probe.assertExchange(exchange, "x-consistent-hash", { durable: true }), (error) => {
+      const text = describeError(error);
+      return new InboxConfigError(
+        /invalid exchange type|x-consistent-hash/i.test(text)
+          ? `exchange ${JSON.stringify(exchange)} needs the RabbitMQ plugin ${CONSISTENT_HASH_PLUGIN}, which this broker does not have enabled (${text}). ` +
+            `Fix: rabbitmq-plugins enable ${CONSISTENT_HASH_PLUGIN} on every node of the cluster`
+          : `exchange ${JSON.stringify(exchange)} cannot be declared as an x-consistent-hash exchange (${text}). ` +
+            `Fix: delete the exchange of that name if it has another type, or choose another queue name`,
+        { cause: error },
+      );
+    });
+    for (const queue of partitionQueues) {
+      await withProbe(connection, (probe) => probe.bindQueue(queue, exchange, "1"), (error) => new InboxConfigError(
+        `cannot bind partition queue ${JSON.stringify(queue)} to exchange ${JSON.stringify(exchange)} (${describeError(error)})`, { cause: error },
+      ));
+    }
+  } else {
+    await withProbe(connection, (probe) => probe.checkExchange(exchange), (error) => new InboxConfigError(
+      `exchange ${JSON.stringify(exchange)} does not exist (declareTopology is false): declare it as x-consistent-hash, or let the consumer declare it`, { cause: error },
+    ));
+  }
+}

@@ -9,7 +9,7 @@ export const databaseUrlOption = () =>
 
 export const jsonOption = () => new Option("--json", "print JSON instead of text");
 
-export const amqpUrlOption = () => new Option("--amqp-url <url>", `AMQP URL; default: $AMQP_URL, else ${DEFAULT_AMQP_URL}`);
+export const amqpUrlOption = () => new Option("--amqp-url <url>", `AMQP URL (a cluster: its nodes comma-separated); default: $AMQP_URL, else ${DEFAULT_AMQP_URL}`);
 
 export function amqpUrlFrom(option: string | undefined): string {
   return option?.trim() || process.env.AMQP_URL?.trim() || DEFAULT_AMQP_URL;

@@ -74,6 +74,13 @@ export class QuarantinePublishError extends InboxError {
   }
 }
 
+/** No node of the RabbitMQ broker accepted a connection; the message names each node's failure. */
+export class BrokerUnreachableError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super("RI_BROKER_UNREACHABLE", "connection", message, options);
+  }
+}
+
 /** Reads the pipeline-relevant kind of any thrown value; unknown errors are treated as transient. */
 export function errorKindOf(error: unknown): ErrorKind {
   return error instanceof InboxError ? error.kind : "transient";

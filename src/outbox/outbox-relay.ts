@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import type { ConfirmChannel } from "amqplib";
+import { type BrokerUrls, BrokerConnector } from "../amqp/broker-connection.js";
 import { InboxConfigError, describeError } from "../core/errors.js";
+import { backoffDelay, reconnectPolicy } from "../core/retry-policy.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement, OutboxSubscription } from "./outbox-store.js";
 import { RelaySession } from "./relay-session.js";
@@ -14,8 +16,12 @@ export type RelayFaultPoint = "after-confirm";
 export type RelayHook = (point: RelayFaultPoint, rows: readonly OutboxRow[]) => Promise<void> | void;
 
 export interface OutboxRelayOptions {
-  /** AMQP URL. Its password is never logged. */
-  url: string;
+  /**
+   * AMQP URL, or the URLs of a cluster's nodes (an array, or one string separated by commas):
+   * the relay connects to the first that answers and fails over to the others. Passwords are
+   * never logged.
+   */
+  url: BrokerUrls;
   /** The database holding the outbox (PostgresStore, SqliteStore). */
   store: OutboxRelayStore;
   /** Default: JSON lines on stderr. */
@@ -101,6 +107,7 @@ export class OutboxRelay {
   private relistening = false;
   private starting: Promise<void> | undefined;
   private totals = { published: 0, failed: 0 };
+  private readonly connector: BrokerConnector;
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
@@ -116,6 +123,7 @@ export class OutboxRelay {
     this.leaseMs = positive("leaseMs", options.leaseMs ?? Math.max(30_000, 3 * this.publishTimeoutMs));
     if (this.leaseMs <= this.publishTimeoutMs) throw new InboxConfigError(`leaseMs (${this.leaseMs}) must be longer than publishTimeoutMs (${this.publishTimeoutMs})`);
     this.name = options.name ?? `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
+    this.connector = new BrokerConnector(options.url, { connectionName: `rabbit-inbox outbox relay ${this.name}` });
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
   }
 
@@ -138,7 +146,7 @@ export class OutboxRelay {
       this.state = "stopped";
       throw error;
     }
-    this.logger.info("outbox relay started", { relay: this.name, store: this.store.dialect, listening: this.subscription !== undefined });
+    this.logger.info("outbox relay started", { relay: this.name, store: this.store.dialect, listening: this.subscription !== undefined, node: this.session?.node });
   }
 
   private async startUp(): Promise<void> {
@@ -287,7 +295,7 @@ export class OutboxRelay {
         this.session = undefined;
         try {
           this.session = await this.openSession();
-          if (reconnectAttempt > 0) this.logger.info("outbox relay reconnected to the broker", { relay: this.name, attempt: reconnectAttempt });
+          if (reconnectAttempt > 0) this.logger.info("outbox relay reconnected to the broker", { relay: this.name, node: this.session.node, attempt: reconnectAttempt });
           reconnectAttempt = 0;
         } catch (error) {
           reconnectAttempt++;
@@ -386,16 +394,12 @@ export class OutboxRelay {
   }
 
   private backoff(attempt: number): number {
-    const base = this.options.reconnectBaseDelayMs ?? 200;
-    const max = this.options.reconnectMaxDelayMs ?? 10_000;
-    const ceiling = Math.min(max, base * 2 ** Math.min(attempt - 1, 30));
-    return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+    return backoffDelay(reconnectPolicy(this.options), attempt);
   }
 
   private openSession(): Promise<RelaySession> {
     return RelaySession.open({
-      url: this.options.url, name: `rabbit-inbox outbox relay ${this.name}`, publishTimeoutMs: this.publishTimeoutMs,
-      logger: this.logger, topology: this.options.topology,
+      connector: this.connector, publishTimeoutMs: this.publishTimeoutMs, logger: this.logger, topology: this.options.topology,
     });
   }
 }

@@ -1,5 +1,5 @@
-import amqp from "amqplib";
 import type { ChannelModel, ConfirmChannel, Options } from "amqplib";
+import type { BrokerConnector } from "../amqp/broker-connection.js";
 import { ConfirmedPublisher } from "../amqp/confirmed-publisher.js";
 import { describeError } from "../core/errors.js";
 import { type Logger, redactSecrets } from "../core/logger.js";
@@ -9,8 +9,8 @@ import type { OutboxRow } from "./outbox-store.js";
 const STRING_PROPERTIES = ["contentType", "contentEncoding", "type", "correlationId", "replyTo", "expiration", "appId"] as const;
 
 export interface RelaySessionOptions {
-  url: string;
-  name: string;
+  /** Shared by the relay's sessions, so a reconnect tries the other nodes first. */
+  connector: BrokerConnector;
   publishTimeoutMs: number;
   logger: Logger;
   topology: ((channel: ConfirmChannel) => Promise<void>) | undefined;
@@ -30,13 +30,15 @@ export class RelaySession {
     private readonly channel: ConfirmChannel,
     private readonly publisher: ConfirmedPublisher,
     private readonly options: RelaySessionOptions,
+    /** The node this session is connected to, `host:port`. */
+    readonly node: string,
   ) {}
 
   static async open(options: RelaySessionOptions): Promise<RelaySession> {
-    const connection = await amqp.connect(options.url, { clientProperties: { connection_name: options.name } });
+    const { connection, node } = await options.connector.connect();
     try {
       const channel = await connection.createConfirmChannel();
-      const session = new RelaySession(connection, channel, new ConfirmedPublisher(channel, options.publishTimeoutMs), options);
+      const session = new RelaySession(connection, channel, new ConfirmedPublisher(channel, options.publishTimeoutMs), options, node);
       const lost = (what: string) => () => session.lost(what);
       connection.on("error", (error: Error) => { session.closeReason ??= redactSecrets(error.message); });
       connection.on("close", lost("connection closed"));
@@ -79,7 +81,7 @@ export class RelaySession {
   private lost(what: string): void {
     if (!this.open) return;
     this.open = false;
-    this.options.logger.warn("outbox relay lost its broker session; reconnecting", { what, reason: this.closeReason });
+    this.options.logger.warn("outbox relay lost its broker session; reconnecting", { what, node: this.node, reason: this.closeReason });
     void this.connection.close().catch(() => undefined);
   }
 }

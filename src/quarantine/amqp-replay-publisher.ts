@@ -1,5 +1,5 @@
-import amqp from "amqplib";
 import type { ChannelModel } from "amqplib";
+import { type BrokerUrls, BrokerConnector } from "../amqp/broker-connection.js";
 import { ConfirmedPublisher } from "../amqp/confirmed-publisher.js";
 import type { ConfirmedPublish, ReplayMessage } from "./replay.js";
 
@@ -10,8 +10,10 @@ import type { ConfirmedPublish, ReplayMessage } from "./replay.js";
 export class AmqpReplayPublisher {
   private constructor(private readonly connection: ChannelModel, private readonly publisher: ConfirmedPublisher) {}
 
-  static async connect(url: string, options: { confirmTimeoutMs?: number; connectionName?: string } = {}): Promise<AmqpReplayPublisher> {
-    const connection = await amqp.connect(url, { timeout: 10_000, clientProperties: { connection_name: options.connectionName ?? `rabbit-inbox replay ${process.pid}` } });
+  /** `url`: one node, or the nodes of a cluster (an array or a comma-separated list): the first that answers. */
+  static async connect(url: BrokerUrls, options: { confirmTimeoutMs?: number; connectionName?: string } = {}): Promise<AmqpReplayPublisher> {
+    const connector = new BrokerConnector(url, { connectionName: options.connectionName ?? `rabbit-inbox replay ${process.pid}` });
+    const { connection } = await connector.connect();
     connection.on("error", () => undefined);
     try {
       const channel = await connection.createConfirmChannel();

@@ -1,0 +1,114 @@
+import amqp from "amqplib";
+import type { ChannelModel } from "amqplib";
+import { BrokerUnreachableError, InboxConfigError, describeError } from "../core/errors.js";
+import { redactSecrets } from "../core/logger.js";
+
+/**
+ * Where the broker is: one AMQP URL, several (the nodes of a cluster), or one string listing
+ * several separated by commas (a comma inside a password must be written `%2C`).
+ */
+export type BrokerUrls = string | readonly string[];
+
+/** The broker URLs as a list, each checked to be an `amqp:` or `amqps:` URL. */
+export function brokerUrlList(urls: BrokerUrls): string[] {
+  const list = (typeof urls === "string" ? urls.split(",") : [...urls]).map((u) => u.trim()).filter((u) => u.length > 0);
+  if (list.length === 0) throw new InboxConfigError("url is required (the AMQP URL, or a list of the cluster's node URLs)");
+  for (const url of list) {
+    let protocol: string;
+    try {
+      protocol = new URL(url).protocol;
+    } catch {
+      throw new InboxConfigError(`broker URL ${JSON.stringify(redactSecrets(url))} is not a URL (expected amqp://user:password@host:port/vhost)`);
+    }
+    if (protocol !== "amqp:" && protocol !== "amqps:") {
+      throw new InboxConfigError(`broker URL ${JSON.stringify(redactSecrets(url))} must start with amqp:// or amqps://`);
+    }
+  }
+  return list;
+}
+
+/** A node as logs name it: host and port (and the vhost when not the default), never credentials. */
+export function brokerNodeLabel(url: string): string {
+  try {
+    const u = new URL(url);
+    const port = u.port || (u.protocol === "amqps:" ? "5671" : "5672");
+    const vhost = decodeURIComponent(u.pathname.replace(/^\//, ""));
+    return `${u.hostname}:${port}${vhost && vhost !== "/" ? ` vhost ${vhost}` : ""}`;
+  } catch {
+    return "<unparsable broker URL>";
+  }
+}
+
+export interface BrokerConnectorOptions {
+  /** Shown by `rabbitmqctl list_connections client_properties`. */
+  connectionName: string;
+  /** Socket connect timeout per node, in ms. Default 10 000. */
+  connectTimeoutMs?: number;
+}
+
+/** An open connection and the node it reached. */
+export interface BrokerLink {
+  connection: ChannelModel;
+  /** `host:port` of the node, for logs. */
+  node: string;
+}
+
+/**
+ * Connects to one node of a broker, trying each URL in turn. The first connection goes to the
+ * first node that answers; a later one starts with the node AFTER the one last connected, so
+ * a consumer that lost its node does not wait on that dead node first (and replicas that lost
+ * the same node spread over the others). Every connection of the library (consumer, relay,
+ * replay) goes through this, so failover behaves the same everywhere.
+ */
+export class BrokerConnector {
+  readonly urls: readonly string[];
+  private next = 0;
+  private connectedOnce = false;
+
+  constructor(urls: BrokerUrls, private readonly options: BrokerConnectorOptions) {
+    this.urls = brokerUrlList(urls);
+  }
+
+  /** The nodes, as logs name them. */
+  get nodes(): string[] {
+    return this.urls.map(brokerNodeLabel);
+  }
+
+  /** One pass over the nodes; rejects with every node's failure when none answers. */
+  async connect(): Promise<BrokerLink> {
+    const failures: string[] = [];
+    const count = this.urls.length;
+    const first = this.connectedOnce ? this.next : 0;
+    for (let i = 0; i < count; i++) {
+      const index = (first + i) % count;
+      const url = this.urls[index]!;
+      try {
+        const connection = await amqp.connect(url, {
+          timeout: this.options.connectTimeoutMs ?? 10_000,
+          clientProperties: { connection_name: this.options.connectionName },
+        });
+        this.connectedOnce = true;
+        this.next = (index + 1) % count;
+        return { connection, node: brokerNodeLabel(url) };
+      } catch (error) {
+        failures.push(`${brokerNodeLabel(url)}: ${redactSecrets(explainConnectFailure(error))}`);
+      }
+    }
+    // Next time, start over from the node after the one tried first, so nodes take turns.
+    this.next = (first + 1) % count;
+    this.connectedOnce = true;
+    throw new BrokerUnreachableError(
+      count === 1 ? `cannot connect to the RabbitMQ broker at ${failures[0]}` : `cannot connect to any of the ${count} RabbitMQ nodes: ${failures.join("; ")}`,
+    );
+  }
+}
+
+/** amqplib's handshake failures say little; name the usual causes. */
+function explainConnectFailure(error: unknown): string {
+  const text = describeError(error);
+  if (/ConnectionClose/.test(text) && /ConnectionOpenOk/.test(text)) {
+    return `${text} (the broker refused to open the connection: usually the vhost does not exist or the user has no access to it)`;
+  }
+  if (/ACCESS_REFUSED|403/.test(text)) return `${text} (wrong user name or password)`;
+  return text;
+}
