@@ -18,7 +18,7 @@ export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
 export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
 export {
   quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec,
-  partitionQueueName, partitionQueueArguments, preparePartitionExchange, CONSISTENT_HASH_PLUGIN,
+  partitionQueueName, partitionQueueArguments, preparePartitionExchange, bindPartitionQueues, CONSISTENT_HASH_PLUGIN,
 } from "./amqp/topology.js";
 export { RETRY_ATTEMPT_HEADER } from "./amqp/inbox-consumer.js";
 export {

@@ -36,13 +36,25 @@ export function randomQueueName(prefix = "ledger.test"): string {
  * Every queue a ledger consuming `queue` may declare: the work queue, `<queue>.quarantine` and
  * the delayed-retry queues `<queue>.retry.<n>` (more than the default three, to be safe).
  */
-export function ledgerQueueNames(queue: string): string[] {
-  return [queue, `${queue}.quarantine`, ...Array.from({ length: 6 }, (_, i) => `${queue}.retry.${i + 1}`)];
+export function ledgerQueueNames(queue: string, partitions = 0): string[] {
+  const withRetries = (q: string) => [q, ...Array.from({ length: 6 }, (_, i) => `${q}.retry.${i + 1}`)];
+  return [
+    ...withRetries(queue), `${queue}.quarantine`,
+    ...Array.from({ length: partitions }, (_, p) => withRetries(`${queue}.p${p}`)).flat(),
+  ];
 }
 
-/** The exchanges a ledger consuming `queue` declares: `<queue>.balance-changed` (its outbox's target). */
+/**
+ * The exchanges a ledger consuming `queue` declares: `<queue>.balance-changed` (its outbox's
+ * target) and, partitioned, the consistent-hash exchange `<queue>` and `<queue>.members`.
+ */
 export function ledgerExchangeNames(queue: string): string[] {
-  return [`${queue}.balance-changed`];
+  return [`${queue}.balance-changed`, queue, `${queue}.members`];
+}
+
+/** The routing key producers use on a partitioned ledger: one account's events, one partition. */
+export function accountRoutingKey(message: LedgerMessage): string {
+  return `${message.tenant}/${message.account_id}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -119,6 +131,8 @@ export interface LedgerProcessOptions {
   prefetch?: number;
   /** LEDGER_QUEUE_TYPE (the queue must not exist yet with another type). */
   queueType?: "classic" | "quorum";
+  /** LEDGER_PARTITIONS: consume the partitions of the consistent-hash exchange `<queue>`. */
+  partitions?: number;
   /**
    * RABBIT_INBOX_LOG_LEVEL. Default `debug`: the harness counts settled deliveries from the
    * consumer's `batch settled` debug lines.
@@ -204,7 +218,7 @@ export class LedgerProcess {
   /** Spawns the service and waits for its `ledger: consuming` line. */
   static async start(options: LedgerProcessOptions): Promise<LedgerProcess> {
     const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "NODE_OPTIONS"]) delete env[name];
+    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_PARTITIONS", "NODE_OPTIONS"]) delete env[name];
     Object.assign(env, {
       AMQP_URL: options.amqpUrl ?? amqpUrlFromEnv(),
       DATABASE_URL: options.databaseUrl,
@@ -214,6 +228,7 @@ export class LedgerProcess {
       ...(options.batchSize ? { LEDGER_BATCH_SIZE: String(options.batchSize) } : {}),
       ...(options.prefetch ? { LEDGER_PREFETCH: String(options.prefetch) } : {}),
       ...(options.queueType ? { LEDGER_QUEUE_TYPE: options.queueType } : {}),
+      ...(options.partitions ? { LEDGER_PARTITIONS: String(options.partitions) } : {}),
     });
     const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],
@@ -370,6 +385,18 @@ export class BrokerClient {
     for (const m of messages) {
       const body = Buffer.isBuffer(m) ? m : Buffer.from(typeof m === "string" ? m : JSON.stringify(m), "utf8");
       const ok = this.channel.publish("", queue, body, { persistent: true, contentType: "application/json" });
+      if (!ok) await once(this.channel, "drain");
+    }
+    await withTimeout(this.channel.waitForConfirms(), 30_000, `publisher confirms for ${messages.length} messages`);
+  }
+
+  /**
+   * Publishes persistent JSON messages to `exchange` (a partitioned ledger's consistent-hash
+   * exchange) with the routing key `<tenant>/<account_id>`, and waits for the confirms.
+   */
+  async publishRouted(exchange: string, messages: readonly LedgerMessage[]): Promise<void> {
+    for (const m of messages) {
+      const ok = this.channel.publish(exchange, accountRoutingKey(m), Buffer.from(JSON.stringify(m), "utf8"), { persistent: true, contentType: "application/json" });
       if (!ok) await once(this.channel, "drain");
     }
     await withTimeout(this.channel.waitForConfirms(), 30_000, `publisher confirms for ${messages.length} messages`);

@@ -15,7 +15,7 @@ import { ConfirmedPublisher } from "./confirmed-publisher.js";
 import { DeliveryTracker } from "./delivery-tracker.js";
 import { assignPartitions } from "./partition-assignment.js";
 import { PartitionMembership } from "./partition-membership.js";
-import { partitionQueueArguments, partitionQueueName, prepareTopology, preparePartitionExchange, retryQueueName } from "./topology.js";
+import { bindPartitionQueues, partitionQueueArguments, partitionQueueName, prepareTopology, preparePartitionExchange, retryQueueName } from "./topology.js";
 
 export interface InboxConsumerOptions<E, Tx> {
   /**
@@ -355,6 +355,8 @@ export class InboxConsumer<E, Tx> {
       publishChannel.on("close", (error?: Error) => this.sessionLost(s, "publish channel closed", error));
 
       const declare = this.options.declareTopology ?? true;
+      const exchange = this.options.partitions ? this.options.partitions.exchange ?? queue : undefined;
+      if (exchange !== undefined) await preparePartitionExchange(connection, exchange, declare);
       for (const workQueue of this.workQueues()) {
         await prepareTopology(connection, publishChannel, {
           queue: workQueue, quarantineQueue: this.quarantineQueue,
@@ -363,9 +365,8 @@ export class InboxConsumer<E, Tx> {
           declare,
         });
       }
-      if (this.options.partitions) {
-        await preparePartitionExchange(connection, this.options.partitions.exchange ?? queue, this.workQueues(), declare);
-      }
+      if (exchange !== undefined && declare) await bindPartitionQueues(connection, exchange, this.workQueues());
+      // From here on a loss of this session is a loss to recover from, not a failed start.
       this.session = s;
       if (this.membership) {
         await this.membership.attach(connection);
@@ -744,6 +745,9 @@ export class InboxConsumer<E, Tx> {
 
   private sessionLost(session: Session, what: string, error?: Error): void {
     if (!session.open) return;
+    // A session still being opened: openSession's caller reports the failure (start() rejects,
+    // the reconnect loop tries again).
+    if (session !== this.session) { session.open = false; return; }
     session.open = false;
     for (const consumer of session.consumers.values()) {
       consumer.open = false;

@@ -114,34 +114,53 @@ export function partitionQueueArguments(queueArguments: Record<string, unknown> 
 }
 
 /**
- * Declares (or verifies) the `x-consistent-hash` exchange producers publish to, and binds each
- * partition queue to it with weight "1", so that a routing key (e.g. `<tenant>/<account>`) always
- * lands in the same partition. The partition queues must already be declared. A broker without
- * the plugin is named as such instead of a bare "invalid exchange type".
+ * Declares (or verifies) the `x-consistent-hash` exchange producers publish to. Run before the
+ * partition queues are declared: a broker without the plugin is named as such (instead of a
+ * bare "invalid exchange type") and no queue is left behind.
  */
-export async function preparePartitionExchange(
-  connection: ChannelModel, exchange: string, partitionQueues: readonly string[], declare: boolean,
-): Promise<void> {
-  if (declare) {
-    await withProbe(connection, (probe) => probe.assertExchange(exchange, "x-consistent-hash", { durable: true }), (error) => {
-      const text = describeError(error);
-      return new InboxConfigError(
-        /invalid exchange type|x-consistent-hash/i.test(text)
-          ? `exchange ${JSON.stringify(exchange)} needs the RabbitMQ plugin ${CONSISTENT_HASH_PLUGIN}, which this broker does not have enabled (${text}). ` +
-            `Fix: rabbitmq-plugins enable ${CONSISTENT_HASH_PLUGIN} on every node of the cluster`
-          : `exchange ${JSON.stringify(exchange)} cannot be declared as an x-consistent-hash exchange (${text}). ` +
-            `Fix: delete the exchange of that name if it has another type, or choose another queue name`,
-        { cause: error },
-      );
-    });
-    for (const queue of partitionQueues) {
-      await withProbe(connection, (probe) => probe.bindQueue(queue, exchange, "1"), (error) => new InboxConfigError(
-        `cannot bind partition queue ${JSON.stringify(queue)} to exchange ${JSON.stringify(exchange)} (${describeError(error)})`, { cause: error },
-      ));
-    }
-  } else {
+export async function preparePartitionExchange(connection: ChannelModel, exchange: string, declare: boolean): Promise<void> {
+  if (!declare) {
     await withProbe(connection, (probe) => probe.checkExchange(exchange), (error) => new InboxConfigError(
       `exchange ${JSON.stringify(exchange)} does not exist (declareTopology is false): declare it as x-consistent-hash, or let the consumer declare it`, { cause: error },
+    ));
+    return;
+  }
+  // An unknown exchange type is a connection-level error (503 COMMAND_INVALID): the reason comes
+  // as the connection's error, not as the declare's rejection.
+  let connectionError = "";
+  const onError = (error: Error) => { connectionError = error.message; };
+  connection.on("error", onError);
+  try {
+    await connection.createChannel().then(async (probe) => {
+      probe.on("error", () => undefined);
+      await probe.assertExchange(exchange, "x-consistent-hash", { durable: true });
+      await probe.close().catch(() => undefined);
+    });
+  } catch (error) {
+    await new Promise((resolve) => setImmediate(resolve));
+    const text = [describeError(error), connectionError].filter(Boolean).join("; ");
+    throw new InboxConfigError(
+      /unknown exchange type|invalid exchange type/i.test(text)
+        ? `exchange ${JSON.stringify(exchange)} needs the RabbitMQ plugin ${CONSISTENT_HASH_PLUGIN}, which this broker does not have enabled (${text}). ` +
+          `Fix: rabbitmq-plugins enable ${CONSISTENT_HASH_PLUGIN} on every node of the cluster`
+        : `exchange ${JSON.stringify(exchange)} cannot be declared as an x-consistent-hash exchange (${text}). ` +
+          `Fix: delete the exchange of that name if it has another type, or choose another queue name`,
+      { cause: error },
+    );
+  } finally {
+    connection.off("error", onError);
+  }
+}
+
+/**
+ * Binds each partition queue to the consistent-hash exchange with weight "1", so that a routing
+ * key (e.g. `<tenant>/<account>`) always lands in the same partition, and the partitions take
+ * equal shares of the keys.
+ */
+export async function bindPartitionQueues(connection: ChannelModel, exchange: string, partitionQueues: readonly string[]): Promise<void> {
+  for (const queue of partitionQueues) {
+    await withProbe(connection, (probe) => probe.bindQueue(queue, exchange, "1"), (error) => new InboxConfigError(
+      `cannot bind partition queue ${JSON.stringify(queue)} to exchange ${JSON.stringify(exchange)} (${describeError(error)})`, { cause: error },
     ));
   }
 }

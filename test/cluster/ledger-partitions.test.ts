@@ -1,0 +1,87 @@
+import { describe, expect, it } from "vitest";
+import { BrokerClient, type LedgerProcess, waitUntil } from "../../examples/ledger/harness.js";
+import { useLedgerTest } from "../support/ledger-harness.js";
+import { accountIds, accountStories, expectStoriesAppliedInOrder, waitForApplied, waitForBalance } from "../support/partitioned-ledger.js";
+
+const CLUSTER_URLS = process.env.TEST_CLUSTER_URLS ?? "amqp://guest:guest@127.0.0.1:5731";
+const PARTITIONS = 6;
+const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+
+/**
+ * The ledger's partitioned contract, exercised literally: LEDGER_PARTITIONS=P declares the
+ * x-consistent-hash exchange `<LEDGER_QUEUE>` and the quorum queues `<LEDGER_QUEUE>.p0..p<P-1>`,
+ * producers publish to the exchange with routing key `<tenant>/<account_id>`, and replicas share
+ * the partitions evenly while every account's events apply in order.
+ */
+describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
+  const t = useLedgerTest("postgres");
+
+  async function startReplicas(count: number): Promise<LedgerProcess[]> {
+    const replicas: LedgerProcess[] = [];
+    for (let i = 0; i < count; i++) {
+      replicas.push(await t.start({ amqpUrl: CLUSTER_URLS, partitions: PARTITIONS, label: `replica ${i + 1}`, logLevel: "info" }));
+    }
+    return replicas;
+  }
+
+  it("three replicas share the partitions evenly and apply every account's events in order", async () => {
+    const replicas = await startReplicas(3);
+    const held = await waitForBalance(replicas, PARTITIONS);
+    expect(held.map((h) => h.length)).toEqual([2, 2, 2]);
+
+    const publisher = await BrokerClient.connect(CLUSTER_URLS.split(",").at(-1));
+    try {
+      const accounts = accountIds(300);
+      const stories = accountStories("t1", accounts, 50);
+      await publisher.publishRouted(t.queue, stories);
+      await waitForApplied(t, stories.length, replicas);
+      expect((await Promise.all(replicas.map((r) => r.stop()))).map((s) => s.code)).toEqual([0, 0, 0]);
+      await expectStoriesAppliedInOrder(t, "t1", accounts);
+      // Every replica applied events: the load was shared, not taken by the first subscriber.
+      for (const r of replicas) expect(r.stoppedCounts()?.applied ?? 0).toBeGreaterThan(0);
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it("a replica killed mid-stream hands its partitions to the others, a stopped one hands them over cleanly, a joining one takes its share; order holds", async () => {
+    const replicas = await startReplicas(3);
+    await waitForBalance(replicas, PARTITIONS);
+    const publisher = await BrokerClient.connect(CLUSTER_URLS.split(",").at(-1));
+    try {
+      const accounts = accountIds(600);
+      const stories = accountStories("t1", accounts, 20);
+      const chunks = 30;
+      const chunk = Math.ceil(stories.length / chunks);
+      let published = 0;
+      const publishing = (async () => {
+        for (let i = 0; i < stories.length; i += chunk) {
+          await publisher.publishRouted(t.queue, stories.slice(i, i + chunk));
+          published += Math.min(chunk, stories.length - i);
+          await sleep(100);
+        }
+      })();
+      const whenPublished = (fraction: number) => waitUntil(() => (published >= stories.length * fraction ? true : undefined), `${fraction} of the events published`, { timeoutMs: 60_000 });
+
+      await whenPublished(0.25);
+      const [killed, second, third] = replicas as [LedgerProcess, LedgerProcess, LedgerProcess];
+      expect((await killed.kill("SIGKILL")).signal).toBe("SIGKILL");
+      await waitForBalance([second, third], PARTITIONS);
+
+      await whenPublished(0.5);
+      const joined = await t.start({ amqpUrl: CLUSTER_URLS, partitions: PARTITIONS, label: "replica 4", logLevel: "info" });
+      await waitForBalance([second, third, joined], PARTITIONS);
+
+      await whenPublished(0.75);
+      expect((await second.stop()).code).toBe(0);
+      await waitForBalance([third, joined], PARTITIONS);
+
+      await publishing;
+      await waitForApplied(t, stories.length, [third, joined]);
+      expect((await Promise.all([third.stop(), joined.stop()])).map((s) => s.code)).toEqual([0, 0]);
+      await expectStoriesAppliedInOrder(t, "t1", accounts);
+    } finally {
+      await publisher.close();
+    }
+  });
+});
