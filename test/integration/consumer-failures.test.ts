@@ -84,6 +84,46 @@ describe("consumer failure handling (real broker)", () => {
     expect(await withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount)).toBe(0);
   });
 
+  it("never acks a lost channel's deliveries on the new channel: a batch that commits after a reconnect leaves its acks unsent", async () => {
+    // After a reconnect the new channel numbers its deliveries from 1 again, and the broker
+    // redelivers the lost batch under those numbers. The lost batch's acks sent there would ack
+    // other (or not yet processed) deliveries, then 406 the channel when their own acks come.
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const connectionName = `ri-test-stale-ack-${randomBytes(4).toString("hex")}`;
+    const lines: string[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => { release = resolve; });
+    let paused = 0;
+    const hook: PipelineHook = async (point) => {
+      if (point !== "after-commit" || paused++ > 0) return;
+      await gate;
+    };
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, connectionName, batchSize: 10, prefetch: 10, reconnectBaseDelayMs: 50, hook,
+      logger: createJsonLogger({ level: "debug", write: (line) => lines.push(line) }),
+      handler: sqliteHandler("stale-ack-test"),
+    });
+    await consumer.start();
+    const total = 40;
+    await publishAll(queue, Array.from({ length: total }, (_, i) => event(i)));
+    // The first batch committed and waits before its acks; cut the connection under it.
+    await waitFor(() => paused === 1, 20_000, "the first batch to commit");
+    expect(await closeConnectionsNamed(connectionName)).toBe(1);
+    await waitFor(() => lines.some((l) => l.includes("AMQP session restored")), 20_000, "the session to be restored");
+    release();
+    await waitFor(async () => (await store.countInbox("stale-ack-test")) === total && (await messagesReady(queue)) === 0, 30_000, "all events applied");
+    await consumer.stop();
+    const counts = effects();
+    expect(counts.size).toBe(total);
+    expect([...counts.values()].every((n) => n === 1)).toBe(true);
+    // One loss (the one this test caused), no 406 from a stale tag on the new channel.
+    expect(lines.filter((l) => l.includes("AMQP session lost"))).toHaveLength(1);
+    expect(lines.some((l) => /PRECONDITION_FAILED|unknown delivery tag/.test(l))).toBe(false);
+    expect(lines.some((l) => l.includes("channel closed before ack"))).toBe(true);
+    expect(await withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount)).toBe(0);
+  });
+
   it("rebuilds its session after the broker closes the consuming channel with 406 PRECONDITION_FAILED", async () => {
     const { store, effects } = await sqliteWithEffects();
     const queue = uniqueQueue();
