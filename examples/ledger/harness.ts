@@ -119,6 +119,8 @@ export interface LedgerProcessOptions {
   prefetch?: number;
   /** LEDGER_QUEUE_TYPE (the queue must not exist yet with another type). */
   queueType?: "classic" | "quorum";
+  /** LEDGER_RETRY_DELAYS_MS: the delays of the broker-side retries (short ones keep a test fast). */
+  retryDelaysMs?: readonly number[];
   /**
    * RABBIT_INBOX_LOG_LEVEL. Default `debug`: the harness counts settled deliveries from the
    * consumer's `batch settled` debug lines.
@@ -204,7 +206,7 @@ export class LedgerProcess {
   /** Spawns the service and waits for its `ledger: consuming` line. */
   static async start(options: LedgerProcessOptions): Promise<LedgerProcess> {
     const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "NODE_OPTIONS"]) delete env[name];
+    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_RETRY_DELAYS_MS", "NODE_OPTIONS"]) delete env[name];
     Object.assign(env, {
       AMQP_URL: options.amqpUrl ?? amqpUrlFromEnv(),
       DATABASE_URL: options.databaseUrl,
@@ -214,6 +216,7 @@ export class LedgerProcess {
       ...(options.batchSize ? { LEDGER_BATCH_SIZE: String(options.batchSize) } : {}),
       ...(options.prefetch ? { LEDGER_PREFETCH: String(options.prefetch) } : {}),
       ...(options.queueType ? { LEDGER_QUEUE_TYPE: options.queueType } : {}),
+      ...(options.retryDelaysMs ? { LEDGER_RETRY_DELAYS_MS: options.retryDelaysMs.join(",") } : {}),
     });
     const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],

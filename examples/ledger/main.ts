@@ -10,6 +10,10 @@
  *   LEDGER_BATCH_SIZE   deliveries per transaction, default 500 (1 = strict mode)
  *   LEDGER_PREFETCH     default twice the batch size, at least 200
  *   LEDGER_QUEUE_TYPE   classic (default) or quorum, used when the queue is declared
+ *   LEDGER_RETRY_DELAYS_MS  delays of the broker-side retries, comma-separated ms, default 1000,10000,60000:
+ *                       an event that cannot apply yet (an adjustment before its account's opening) or
+ *                       whose transient failures outlived the in-process retries waits in
+ *                       `<LEDGER_QUEUE>.retry.<n>` for each in turn, and is quarantined after the last
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
@@ -26,6 +30,19 @@ function positiveInt(name: string, fallback: number): number {
   return value;
 }
 
+/** A comma-separated list of positive integers, e.g. `200,1000,5000`; unset or empty: undefined. */
+function positiveIntList(name: string): number[] | undefined {
+  const text = process.env[name];
+  if (text === undefined || text.trim() === "") return undefined;
+  return text.split(",").map((part) => {
+    const value = Number(part.trim());
+    if (part.trim() === "" || !Number.isSafeInteger(value) || value < 1) {
+      throw new Error(`${name} must be comma-separated positive integers (milliseconds), got ${JSON.stringify(text)}`);
+    }
+    return value;
+  });
+}
+
 async function main(): Promise<void> {
   const logger = createJsonLogger({ name: "ledger" });
   const queue = process.env.LEDGER_QUEUE || "ledger.events";
@@ -34,6 +51,7 @@ async function main(): Promise<void> {
   const fault = faultText ? parseFaultSpec(faultText) : undefined;
   const batchSize = positiveInt("LEDGER_BATCH_SIZE", 500);
   const prefetch = positiveInt("LEDGER_PREFETCH", Math.max(200, 2 * batchSize));
+  const retryDelaysMs = positiveIntList("LEDGER_RETRY_DELAYS_MS");
   const queueType = process.env.LEDGER_QUEUE_TYPE || "classic";
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
 
@@ -52,6 +70,7 @@ async function main(): Promise<void> {
     url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch,
     ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : {}),
     ...(fault ? { hook: faultInjection(fault) } : {}),
+    ...(retryDelaysMs ? { retryDelaysMs } : {}),
   });
   let stopping = false;
   const shutdown = (signal: string) => {
