@@ -15,7 +15,7 @@ export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts } from "./
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
 export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
 export { quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec } from "./amqp/topology.js";
-export { RETRY_ATTEMPT_HEADER } from "./amqp/inbox-consumer.js";
+export { RETRY_ATTEMPT_HEADER } from "./amqp/retry-attempt.js";
 export {
   Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,
   type OutboxClaim, type OutboxRelayStore, type OutboxRow, type OutboxSettlement, type OutboxSubscription, OutboxSignal,

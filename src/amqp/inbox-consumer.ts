@@ -11,6 +11,7 @@ import { sleep } from "../core/retry-policy.js";
 import type { Store } from "../core/store.js";
 import { ConfirmedPublisher } from "./confirmed-publisher.js";
 import { DeliveryTracker } from "./delivery-tracker.js";
+import { RETRY_ATTEMPT_HEADER, retryAttemptOf } from "./retry-attempt.js";
 import { prepareTopology, retryQueueName } from "./topology.js";
 
 export interface InboxConsumerOptions<E, Tx> {
@@ -165,7 +166,7 @@ export class InboxConsumer<E, Tx> {
       ...(options.staleFence ? { staleFence: options.staleFence } : {}),
       ...(options.hook ? { hook: options.hook } : {}),
       ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
-      canDelayRetry: (delivery) => retryAttemptOf(delivery.headers) < this.retryDelays.length,
+      canDelayRetry: (delivery) => retryAttemptOf(delivery.headers, this.options.queue) < this.retryDelays.length,
     });
   }
 
@@ -454,7 +455,7 @@ export class InboxConsumer<E, Tx> {
     const { session, message } = delivery;
     if (!session.open) return false;
     const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
-    const attempt = retryAttemptOf(headers) + 1;
+    const attempt = retryAttemptOf(headers, this.options.queue) + 1;
     const target = retryQueueName(this.options.queue, attempt);
     try {
       await session.publisher.publish("", target, message.content, {
@@ -556,14 +557,6 @@ export class InboxConsumer<E, Tx> {
       }
     }
   }
-}
-
-/** Header counting broker-side (delayed) retries of a message. */
-export const RETRY_ATTEMPT_HEADER = "x-rabbit-inbox-retry";
-
-function retryAttemptOf(headers: Readonly<Record<string, unknown>>): number {
-  const value = headers[RETRY_ATTEMPT_HEADER];
-  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 0;
 }
 
 function safeJson(value: unknown): string {
