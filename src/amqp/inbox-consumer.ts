@@ -54,9 +54,10 @@ export interface InboxConsumerOptions<E, Tx> {
   queueArguments?: Record<string, unknown>;
   /**
    * Delays of the broker-side retries, in ms. When a message's transient failures outlive the
-   * in-process retries, it is republished (with confirms) to `<queue>.retry.<n>`, a queue whose
-   * TTL dead-letters it back to the work queue, and the original is acked. After the last delay
-   * it is quarantined as `retries_exhausted`. Default [1000, 10000, 60000]; [] disables.
+   * in-process retries, or its handler refuses it with RetryLaterError (`retryLater`), it is
+   * republished (with confirms) to `<queue>.retry.<n>`, a queue whose TTL dead-letters it back to
+   * the work queue, and the original is acked. After the last delay it is quarantined as
+   * `retries_exhausted` (or with the handler's reason). Default [1000, 10000, 60000]; [] disables.
    */
   retryDelaysMs?: readonly number[];
   /** Poison threshold on `x-delivery-count` (quorum queues). Default 10. */

@@ -12,8 +12,14 @@ import { useLedgerTest } from "../support/ledger-harness.js";
 const ACCOUNTS = 300;
 const ADJUSTMENTS_PER_ACCOUNT = 5;
 const REPLICAS = 3;
-/** Short delays keep the test fast; the last one leaves an opening plenty of time to commit. */
-const RETRY_DELAYS_MS = [200, 1000, 5000];
+/**
+ * Short delays keep the test fast (an adjustment waits only as long as its opening needs); the
+ * last one leaves an opening time to commit even on a loaded machine, where a replica may hold
+ * it in its prefetched deliveries for seconds behind earlier batches.
+ */
+const RETRY_DELAYS_MS = [200, 1000, 5000, 20_000];
+/** Alone on 2 cores the two tests take 5-7 s each; the margins are for a machine shared with other work. */
+const TEST_TIMEOUT_MS = 150_000;
 
 const accountId = (a: number) => `acc-${a}`;
 const deltaOf = (a: number, j: number) => 100 * (j + 1) + (a % 37);
@@ -52,8 +58,8 @@ describe("three ledger replicas on one PostgreSQL database and one queue", () =>
 
     // Done when every message has reached a final outcome (a delayed one counts when it comes back).
     const final = () => sumCounts(replicas, (c) => c.applied + c.duplicate + c.quarantined);
-    await waitUntil(() => (final() >= messages.length ? true : undefined), `${messages.length} final outcomes`, { watch: replicas, timeoutMs: 45_000 });
-    expect(await t.stopWhenIdle(replicas)).toEqual(replicas.map(() => ({ code: 0, signal: null })));
+    await waitUntil(() => (final() >= messages.length ? true : undefined), `${messages.length} final outcomes`, { watch: replicas, timeoutMs: 100_000 });
+    expect(await t.stopWhenIdle(replicas, 100_000)).toEqual(replicas.map(() => ({ code: 0, signal: null })));
 
     const counts = replicas.map((p) => p.stoppedCounts()!);
     const total = (k: keyof SettledCounts) => counts.reduce((sum, c) => sum + c[k], 0);
@@ -88,9 +94,9 @@ describe("three ledger replicas on one PostgreSQL database and one queue", () =>
 
   it(`${ACCOUNTS} accounts, each opening published just before its ${ADJUSTMENTS_PER_ACCOUNT} adjustments: exact balances, no account_missing`, async () => {
     await runReplicas(openingThenAdjustments());
-  });
+  }, TEST_TIMEOUT_MS);
 
   it(`${ACCOUNTS} accounts published in blocks of 50 (the openings, then their adjustments): exact balances, no account_missing`, async () => {
     await runReplicas(inBlocks(50));
-  });
+  }, TEST_TIMEOUT_MS);
 });
