@@ -88,6 +88,8 @@ interface Refused {
   reason: string;
   detail: string;
   delay: boolean;
+  /** The handler's refusal, as given. */
+  refusal: Refusal;
 }
 
 /** Rolls the transaction back so it can run again without the events a handler refused. */
@@ -293,9 +295,9 @@ export class InboxPipeline<E, Tx> {
    * the handler's reason, and its detail says the waiting is over.
    */
   private refused(message: IncomingMessage, r: Refusal): Refused {
-    if (!r.retryLater) return { reason: r.reason, detail: r.detail, delay: false };
-    if (this.canDelayRetry?.(message.delivery)) return { reason: r.reason, detail: r.detail, delay: true };
-    return { reason: r.reason, detail: `${r.detail} (still refused with no delayed retry left)`, delay: false };
+    if (!r.retryLater) return { reason: r.reason, detail: r.detail, delay: false, refusal: r };
+    if (this.canDelayRetry?.(message.delivery)) return { reason: r.reason, detail: r.detail, delay: true, refusal: r };
+    return { reason: r.reason, detail: `${r.detail} (still refused with no delayed retry left)`, delay: false, refusal: r };
   }
 
   private async processOneByOne(messages: readonly IncomingMessage[], prepared: Prepared<E>[]): Promise<Outcome[]> {
@@ -414,8 +416,10 @@ export class InboxPipeline<E, Tx> {
       } else if (horizon !== undefined) {
         outcomes[p.index] = this.staleOutcome(messages[p.index]!, p, horizon, quarantine);
       } else {
-        // Another copy of the same event, refused with it: it shares the refusal's fate.
-        outcomes[p.index] = this.refusedOutcome(messages[p.index]!, p, rejected.get(leaders.get(p.keyString)!.index)!, quarantine);
+        // Another copy of the same event, refused with it. Whether it can still wait is a question
+        // about its own delivery: it may have been through more delayed retries than the first.
+        const leader = rejected.get(leaders.get(p.keyString)!.index)!;
+        outcomes[p.index] = this.refusedOutcome(messages[p.index]!, p, this.refused(messages[p.index]!, leader.refusal), quarantine);
       }
     }
 

@@ -67,7 +67,7 @@ describe("pipeline: retry-later refusals", () => {
     expect(effects()).toEqual(new Map([["a", 1]]));
   });
 
-  it("asks whether a delayed retry is left for the refused delivery itself", async () => {
+  it("asks whether a delayed retry is left for each refused delivery itself, a same-batch copy included", async () => {
     const { store } = await fixture();
     const asked: unknown[] = [];
     const pipeline = new InboxPipeline({
@@ -76,9 +76,11 @@ describe("pipeline: retry-later refusals", () => {
     });
     const outcomes = await pipeline.process([
       incomingMessage(ev("a")), incomingMessage(ev("w1", true), { headers: { n: 1 } }), incomingMessage(ev("w2", true), { headers: { n: 2 } }),
+      // A second copy of w1 in the same batch, which has no delayed retry left of its own.
+      incomingMessage(ev("w1", true), { headers: { n: 2 } }),
     ]);
-    expect(summary(outcomes)).toEqual(["applied a", "delayed w1", "quarantined:parent_missing w2"]);
-    expect(asked).toEqual([1, 2]);
+    expect(summary(outcomes)).toEqual(["applied a", "delayed w1", "quarantined:parent_missing w2", "quarantined:parent_missing w1"]);
+    expect(asked).toEqual([1, 2, 2]);
   });
 
   it("treats a RetryLaterError thrown by handle() or by handleBatch() the same way", async () => {
