@@ -20,7 +20,7 @@ export {
   quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec,
   partitionQueueName, partitionQueueArguments, preparePartitionExchange, bindPartitionQueues, CONSISTENT_HASH_PLUGIN,
 } from "./amqp/topology.js";
-export { RETRY_ATTEMPT_HEADER } from "./amqp/inbox-consumer.js";
+export { RETRY_ATTEMPT_HEADER } from "./amqp/retry-attempt.js";
 export {
   Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,
   type OutboxClaim, type OutboxRelayStore, type OutboxRow, type OutboxSettlement, type OutboxSubscription, OutboxSignal,

@@ -133,6 +133,8 @@ export interface LedgerProcessOptions {
   queueType?: "classic" | "quorum";
   /** LEDGER_PARTITIONS: consume the partitions of the consistent-hash exchange `<queue>`. */
   partitions?: number;
+  /** LEDGER_RETRY_DELAYS_MS: the delays of the broker-side retries (short ones keep a test fast). */
+  retryDelaysMs?: readonly number[];
   /**
    * RABBIT_INBOX_LOG_LEVEL. Default `debug`: the harness counts settled deliveries from the
    * consumer's `batch settled` debug lines.
@@ -218,7 +220,7 @@ export class LedgerProcess {
   /** Spawns the service and waits for its `ledger: consuming` line. */
   static async start(options: LedgerProcessOptions): Promise<LedgerProcess> {
     const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_PARTITIONS", "NODE_OPTIONS"]) delete env[name];
+    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_PARTITIONS", "LEDGER_RETRY_DELAYS_MS", "NODE_OPTIONS"]) delete env[name];
     Object.assign(env, {
       AMQP_URL: options.amqpUrl ?? amqpUrlFromEnv(),
       DATABASE_URL: options.databaseUrl,
@@ -229,6 +231,7 @@ export class LedgerProcess {
       ...(options.prefetch ? { LEDGER_PREFETCH: String(options.prefetch) } : {}),
       ...(options.queueType ? { LEDGER_QUEUE_TYPE: options.queueType } : {}),
       ...(options.partitions ? { LEDGER_PARTITIONS: String(options.partitions) } : {}),
+      ...(options.retryDelaysMs ? { LEDGER_RETRY_DELAYS_MS: options.retryDelaysMs.join(",") } : {}),
     });
     const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],

@@ -53,8 +53,12 @@ export interface BalanceChanged {
 /**
  * The ledger handler. Batched (default): lock the accounts a batch touches, replay its events in
  * delivery order in memory, then write each touched account once. A lone event takes the same
- * path. `account.opened` for an existing account is a no-op; adjusting an account that was
- * never opened is `account_missing`; a balance beyond ±2^53-1 cents is `invalid`.
+ * path. `account.opened` for an existing account is a no-op; a balance beyond ±2^53-1 cents is
+ * `invalid`. An adjustment of an account that does not exist (yet) is refused with `retryLater`:
+ * its opening may still be on its way (applied by another replica whose transaction has not
+ * committed, or waiting in a delayed retry itself), so the adjustment waits in the delayed-retry
+ * queues and applies once the account exists; only after the last delay is it quarantined as
+ * `account_missing`.
  */
 export function ledgerHandler<Tx>(sql: LedgerSql<Tx>, options: LedgerHandlerOptions = {}): InboxHandler<LedgerEvent, Tx> {
   const exchange = options.balanceChangedExchange;
@@ -140,7 +144,11 @@ class AdjustmentReplay {
   /** The account's balance after the event, or undefined when the event is refused. */
   apply(event: Adjustment, publish: Publish, index: number, before: bigint | undefined): bigint | undefined {
     if (before === undefined) {
-      this.rejections.push({ index, reason: "account_missing", detail: `account ${event.accountId} of tenant ${event.tenant} was never opened` });
+      // Not yet rather than never: the opening may still be on its way (see ledgerHandler).
+      this.rejections.push({
+        index, reason: "account_missing", retryLater: true,
+        detail: `account ${event.accountId} of tenant ${event.tenant} was never opened`,
+      });
       return undefined;
     }
     const next = before + BigInt(event.deltaCents);

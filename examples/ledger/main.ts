@@ -14,6 +14,10 @@
  *                       x-consistent-hash exchange <LEDGER_QUEUE> (producers publish there with
  *                       routing key <tenant>/<account_id>); replicas share the partitions and
  *                       keep each account's order. Unset: one queue.
+ *   LEDGER_RETRY_DELAYS_MS  delays of the broker-side retries, comma-separated ms, default 1000,10000,60000:
+ *                       an event that cannot apply yet (an adjustment before its account's opening) or
+ *                       whose transient failures outlived the in-process retries waits in
+ *                       `<LEDGER_QUEUE>.retry.<n>` for each in turn, and is quarantined after the last
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
@@ -30,6 +34,19 @@ function positiveInt(name: string, fallback: number): number {
   return value;
 }
 
+/** A comma-separated list of positive integers, e.g. `200,1000,5000`; unset or empty: undefined. */
+function positiveIntList(name: string): number[] | undefined {
+  const text = process.env[name];
+  if (text === undefined || text.trim() === "") return undefined;
+  return text.split(",").map((part) => {
+    const value = Number(part.trim());
+    if (part.trim() === "" || !Number.isSafeInteger(value) || value < 1) {
+      throw new Error(`${name} must be comma-separated positive integers (milliseconds), got ${JSON.stringify(text)}`);
+    }
+    return value;
+  });
+}
+
 async function main(): Promise<void> {
   const logger = createJsonLogger({ name: "ledger" });
   const queue = process.env.LEDGER_QUEUE || "ledger.events";
@@ -38,6 +55,7 @@ async function main(): Promise<void> {
   const fault = faultText ? parseFaultSpec(faultText) : undefined;
   const batchSize = positiveInt("LEDGER_BATCH_SIZE", 500);
   const prefetch = positiveInt("LEDGER_PREFETCH", Math.max(200, 2 * batchSize));
+  const retryDelaysMs = positiveIntList("LEDGER_RETRY_DELAYS_MS");
   const partitionText = process.env.LEDGER_PARTITIONS;
   const partitions = partitionText ? positiveInt("LEDGER_PARTITIONS", 1) : undefined;
   // Partitions are quorum queues unless asked otherwise: they must outlive a broker node.
@@ -60,6 +78,7 @@ async function main(): Promise<void> {
     ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : partitions ? { queueArguments: { "x-queue-type": "classic" } } : {}),
     ...(partitions ? { partitions: { count: partitions } } : {}),
     ...(fault ? { hook: faultInjection(fault) } : {}),
+    ...(retryDelaysMs ? { retryDelaysMs } : {}),
   });
   let stopping = false;
   const shutdown = (signal: string) => {

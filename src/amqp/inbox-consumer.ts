@@ -16,6 +16,7 @@ import { DeliveryTracker } from "./delivery-tracker.js";
 import { assignPartitions } from "./partition-assignment.js";
 import { PartitionMembership } from "./partition-membership.js";
 import { bindPartitionQueues, partitionQueueArguments, partitionQueueName, prepareTopology, preparePartitionExchange, retryQueueName } from "./topology.js";
+import { RETRY_ATTEMPT_HEADER, retryAttemptOf } from "./retry-attempt.js";
 
 export interface InboxConsumerOptions<E, Tx> {
   /**
@@ -66,9 +67,10 @@ export interface InboxConsumerOptions<E, Tx> {
   queueArguments?: Record<string, unknown>;
   /**
    * Delays of the broker-side retries, in ms. When a message's transient failures outlive the
-   * in-process retries, it is republished (with confirms) to `<queue>.retry.<n>`, a queue whose
-   * TTL dead-letters it back to the work queue, and the original is acked. After the last delay
-   * it is quarantined as `retries_exhausted`. Default [1000, 10000, 60000]; [] disables.
+   * in-process retries, or its handler refuses it with RetryLaterError (`retryLater`), it is
+   * republished (with confirms) to `<queue>.retry.<n>`, a queue whose TTL dead-letters it back to
+   * the work queue, and the original is acked. After the last delay it is quarantined as
+   * `retries_exhausted` (or with the handler's reason). Default [1000, 10000, 60000]; [] disables.
    */
   retryDelaysMs?: readonly number[];
   /** Poison threshold on `x-delivery-count` (quorum queues). Default 10. */
@@ -228,7 +230,7 @@ export class InboxConsumer<E, Tx> {
       ...(options.staleFence ? { staleFence: options.staleFence } : {}),
       ...(options.hook ? { hook: options.hook } : {}),
       ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
-      canDelayRetry: (delivery) => retryAttemptOf(delivery.headers) < this.retryDelays.length,
+      canDelayRetry: (delivery) => retryAttemptOf(delivery.headers, delivery.queue) < this.retryDelays.length,
     });
     this.connector = new BrokerConnector(options.url, {
       connectionName: options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}`,
@@ -667,7 +669,7 @@ export class InboxConsumer<E, Tx> {
     const { session } = consumer;
     if (!session.open) return false;
     const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
-    const attempt = retryAttemptOf(headers) + 1;
+    const attempt = retryAttemptOf(headers, consumer.queue) + 1;
     // Back to the queue it came from (its own partition), after the delay.
     const target = retryQueueName(consumer.queue, attempt);
     try {
@@ -778,14 +780,6 @@ export class InboxConsumer<E, Tx> {
       }
     }
   }
-}
-
-/** Header counting broker-side (delayed) retries of a message. */
-export const RETRY_ATTEMPT_HEADER = "x-rabbit-inbox-retry";
-
-function retryAttemptOf(headers: Readonly<Record<string, unknown>>): number {
-  const value = headers[RETRY_ATTEMPT_HEADER];
-  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 0;
 }
 
 function safeJson(value: unknown): string {

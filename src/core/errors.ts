@@ -5,6 +5,11 @@
 export type ErrorKind =
   /** The event can never succeed as sent: quarantine it, then ack. */
   | "permanent"
+  /**
+   * The event cannot apply yet (something it depends on has not arrived): not retried in
+   * process; sent through the broker's delayed-retry queues, quarantined after the last delay.
+   */
+  | "retry-later"
   /** Contention (deadlock, serialization, lock timeout): retry the transaction. */
   | "transient"
   /** The database or broker connection is gone: back off, do not ack, let the broker redeliver. */
@@ -33,6 +38,22 @@ export class PermanentEventError extends InboxError {
   readonly reason: string;
   constructor(reason: string, message: string, options?: { cause?: unknown }) {
     super("RI_PERMANENT_EVENT", "permanent", message, options);
+    this.reason = reason;
+  }
+}
+
+/**
+ * Thrown by a handler when the event cannot apply YET: something it depends on is not there
+ * (the ledger's adjustment of an account whose opening has not committed, because another
+ * replica or a delayed retry still holds it). The transaction is rolled back for this event only;
+ * the event waits in the broker's delayed-retry queues (`<queue>.retry.<n>`) and is tried again
+ * after each delay; after the last one it is quarantined with `reason`. A `handleBatch` returns
+ * the same refusal as a rejection with `retryLater: true`.
+ */
+export class RetryLaterError extends InboxError {
+  readonly reason: string;
+  constructor(reason: string, message: string, options?: { cause?: unknown }) {
+    super("RI_RETRY_LATER", "retry-later", message, options);
     this.reason = reason;
   }
 }

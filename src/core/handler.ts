@@ -53,6 +53,12 @@ export interface BatchRejection {
   /** Quarantine reason, e.g. `account_missing`. */
   reason: string;
   detail: string;
+  /**
+   * The event cannot apply yet (what it depends on has not arrived) rather than never: like a
+   * thrown RetryLaterError, it goes through the broker's delayed-retry queues and is quarantined
+   * with `reason` only after the last delay. Default false: quarantined at once.
+   */
+  retryLater?: boolean;
 }
 
 /**
@@ -68,12 +74,16 @@ export interface InboxHandler<E, Tx> {
    * the body itself as the event.
    */
   parse?(body: Record<string, unknown>, delivery: DeliveryInfo): ParsedEvent<E>;
-  /** Applies one event inside the transaction. Throw PermanentEventError to quarantine it. */
+  /**
+   * Applies one event inside the transaction. Throw PermanentEventError to quarantine it, or
+   * RetryLaterError when it cannot apply yet (it is tried again after the broker-side delays).
+   */
   handle?(event: E, ctx: HandlerContext<Tx>): Promise<void>;
   /**
    * Applies a batch of new (never applied) events inside one transaction, in delivery order.
    * Return rejections for events that can never apply: the transaction is rolled back and run
-   * again without them, and they are quarantined with their reason.
+   * again without them, and they are quarantined with their reason (or, with `retryLater`, sent
+   * through the delayed retries first).
    */
   handleBatch?(items: ReadonlyArray<BatchItem<E, Tx>>, tx: Tx): Promise<readonly BatchRejection[] | void>;
   /** Payload fingerprint. Default: SHA-256 of the canonical JSON of `fingerprintSource`. */

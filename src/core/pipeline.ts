@@ -1,8 +1,8 @@
 import { type DecodeLimits, decodeJsonBody, defaultDecodeLimits } from "./decode.js";
-import { InboxConfigError, PermanentEventError, describeError, errorKindOf } from "./errors.js";
+import { InboxConfigError, PermanentEventError, RetryLaterError, describeError, errorKindOf } from "./errors.js";
 import { type EventKey, type ParsedEvent, defaultEventKey, eventKeyString } from "./event.js";
 import { eventScopedHash, fingerprintOf, sha256Hex } from "./fingerprint.js";
-import type { BatchItem, BatchRejection, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
+import type { BatchItem, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
 import type { PipelineHook } from "./hooks.js";
 import type { Logger } from "./logger.js";
 import type { Outcome } from "./outcome.js";
@@ -40,9 +40,10 @@ export interface PipelineOptions<E, Tx> {
    */
   maxDeliveries?: number;
   /**
-   * Asked when a message's transient failures outlive the in-process retries: true when the
+   * Asked when a message's transient failures outlive the in-process retries, or when a handler
+   * says it cannot apply yet (RetryLaterError, a rejection with `retryLater`): true when the
    * broker layer can still schedule a delayed retry for it (outcome `delayed`); otherwise it is
-   * quarantined as `retries_exhausted`.
+   * quarantined, as `retries_exhausted` or with the handler's reason.
    */
   canDelayRetry?: (delivery: DeliveryInfo) => boolean;
   /**
@@ -70,9 +71,30 @@ function readableKey(body: Record<string, unknown>): EventKey | null {
   }
 }
 
+/** A handler's refusal of one event, by its index in the messages being processed. */
+interface Refusal {
+  index: number;
+  reason: string;
+  detail: string;
+  /** The handler said "not yet" (RetryLaterError, `retryLater`) rather than "never". */
+  retryLater?: boolean;
+}
+
+/**
+ * What becomes of a refused event once the transaction runs again without it: quarantined with
+ * its reason, or (`delay`) sent to the broker's delayed-retry queues to be tried again later.
+ */
+interface Refused {
+  reason: string;
+  detail: string;
+  delay: boolean;
+  /** The handler's refusal, as given. */
+  refusal: Refusal;
+}
+
 /** Rolls the transaction back so it can run again without the events a handler refused. */
 class RerunWithout extends Error {
-  constructor(readonly rejections: ReadonlyArray<{ index: number; reason: string; detail: string }>) {
+  constructor(readonly rejections: readonly Refusal[]) {
     super("handler refused some events; running the transaction again without them");
   }
 }
@@ -202,7 +224,7 @@ export class InboxPipeline<E, Tx> {
   }
 
   private async processPrepared(messages: readonly IncomingMessage[], prepared: Prepared<E>[]): Promise<Outcome[]> {
-    const rejected = new Map<number, { reason: string; detail: string }>();
+    const rejected = new Map<number, Refused>();
     const started = Date.now();
     const hookKeys = prepared.map((p) => p.key);
     for (let attempt = 1; ; attempt++) {
@@ -216,7 +238,7 @@ export class InboxPipeline<E, Tx> {
         return outcomes;
       } catch (error) {
         if (error instanceof RerunWithout) {
-          for (const r of error.rejections) rejected.set(r.index, { reason: r.reason, detail: r.detail });
+          for (const r of error.rejections) rejected.set(r.index, this.refused(messages[r.index]!, r));
           attempt--; // a handler's refusal is not a failed attempt
           continue;
         }
@@ -228,12 +250,12 @@ export class InboxPipeline<E, Tx> {
           });
           return prepared.map((p) => ({ kind: "requeue", key: p.key, error }));
         }
-        if (kind === "permanent") {
+        if (kind === "permanent" || kind === "retry-later") {
           if (multiple) return this.processOneByOne(messages, prepared);
           const only = prepared[0]!;
           if (!only.ok || rejected.has(only.index)) return this.quarantineExhausted(messages[0]!, only, error, attempt);
-          const reason = error instanceof PermanentEventError ? error.reason : "invalid";
-          rejected.set(only.index, { reason, detail: describeError(error) });
+          const reason = error instanceof PermanentEventError || error instanceof RetryLaterError ? error.reason : "invalid";
+          rejected.set(only.index, this.refused(messages[0]!, { index: only.index, reason, detail: describeError(error), retryLater: kind === "retry-later" }));
           continue;
         }
         const elapsed = Date.now() - started;
@@ -265,6 +287,17 @@ export class InboxPipeline<E, Tx> {
         return this.quarantineExhausted(messages[0]!, prepared[0]!, error, attempt);
       }
     }
+  }
+
+  /**
+   * Decides, once, what becomes of a refused event: an event that cannot apply YET goes to the
+   * delayed retries while the broker layer has one left for it; otherwise it is quarantined with
+   * the handler's reason, and its detail says the waiting is over.
+   */
+  private refused(message: IncomingMessage, r: Refusal): Refused {
+    if (!r.retryLater) return { reason: r.reason, detail: r.detail, delay: false, refusal: r };
+    if (this.canDelayRetry?.(message.delivery)) return { reason: r.reason, detail: r.detail, delay: true, refusal: r };
+    return { reason: r.reason, detail: `${r.detail} (still refused with no delayed retry left)`, delay: false, refusal: r };
   }
 
   private async processOneByOne(messages: readonly IncomingMessage[], prepared: Prepared<E>[]): Promise<Outcome[]> {
@@ -299,7 +332,7 @@ export class InboxPipeline<E, Tx> {
     tx: StoreTransaction<Tx>,
     messages: readonly IncomingMessage[],
     prepared: readonly Prepared<E>[],
-    rejected: ReadonlyMap<number, { reason: string; detail: string }>,
+    rejected: ReadonlyMap<number, Refused>,
   ): Promise<Outcome[]> {
     const outcomes = new Array<Outcome | undefined>(prepared.length);
     const quarantine: QuarantineRecord[] = [];
@@ -372,9 +405,7 @@ export class InboxPipeline<E, Tx> {
 
     for (const [index, r] of rejected) {
       const p = prepared[index] as Ready<E>;
-      const record = this.quarantineRecord(messages[index]!, p.key, r.reason, r.detail, p.fingerprint, null);
-      quarantine.push(record);
-      outcomes[index] = { kind: "quarantined", key: p.key, reason: r.reason, detail: r.detail, record };
+      outcomes[index] = this.refusedOutcome(messages[index]!, p, r, quarantine);
     }
 
     for (const p of followers) {
@@ -385,10 +416,10 @@ export class InboxPipeline<E, Tx> {
       } else if (horizon !== undefined) {
         outcomes[p.index] = this.staleOutcome(messages[p.index]!, p, horizon, quarantine);
       } else {
-        const leaderRejection = rejected.get(leaders.get(p.keyString)!.index)!;
-        const record = this.quarantineRecord(messages[p.index]!, p.key, leaderRejection.reason, leaderRejection.detail, p.fingerprint, null);
-        quarantine.push(record);
-        outcomes[p.index] = { kind: "quarantined", key: p.key, reason: leaderRejection.reason, detail: leaderRejection.detail, record };
+        // Another copy of the same event, refused with it. Whether it can still wait is a question
+        // about its own delivery: it may have been through more delayed retries than the first.
+        const leader = rejected.get(leaders.get(p.keyString)!.index)!;
+        outcomes[p.index] = this.refusedOutcome(messages[p.index]!, p, this.refused(messages[p.index]!, leader.refusal), quarantine);
       }
     }
 
@@ -399,6 +430,17 @@ export class InboxPipeline<E, Tx> {
       await tx.quarantine(quarantine);
     }
     return outcomes as Outcome[];
+  }
+
+  /**
+   * A refused event is either delayed (nothing of it is written: no claim, no quarantine row; it
+   * comes back from the delayed-retry queue as a new delivery) or quarantined with its reason.
+   */
+  private refusedOutcome(message: IncomingMessage, p: Ready<E>, r: Refused, quarantine: QuarantineRecord[]): Outcome {
+    if (r.delay) return { kind: "delayed", key: p.key, detail: `${r.reason}: ${r.detail}` };
+    const record = this.quarantineRecord(message, p.key, r.reason, r.detail, p.fingerprint, null);
+    quarantine.push(record);
+    return { kind: "quarantined", key: p.key, reason: r.reason, detail: r.detail, record };
   }
 
   private compare(message: IncomingMessage, p: Ready<E>, storedFingerprint: string, quarantine: QuarantineRecord[]): Outcome {
@@ -427,7 +469,7 @@ export class InboxPipeline<E, Tx> {
 
   private async runHandler(
     tx: StoreTransaction<Tx>, messages: readonly IncomingMessage[], toApply: Ready<E>[], outbox: readonly OutboxWriter[],
-  ): Promise<BatchRejection[]> {
+  ): Promise<Refusal[]> {
     const items: BatchItem<E, Tx>[] = toApply.map((p, i) => ({ event: p.event, ctx: this.context(tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!) }));
     // A lone event goes through handle() when the handler has both: fewer statements in strict mode.
     if (this.handler.handleBatch && !(this.handler.handle && items.length === 1)) {
@@ -435,7 +477,7 @@ export class InboxPipeline<E, Tx> {
       return refused.map((r) => {
         const p = toApply[r.index];
         if (!p) throw new InboxConfigError(`handleBatch rejected index ${r.index}, outside the batch of ${toApply.length}`);
-        return { index: p.index, reason: r.reason, detail: r.detail };
+        return { index: p.index, reason: r.reason, detail: r.detail, retryLater: r.retryLater === true };
       });
     }
     for (let i = 0; i < items.length; i++) {
@@ -444,6 +486,11 @@ export class InboxPipeline<E, Tx> {
       } catch (error) {
         if (error instanceof PermanentEventError) {
           return [{ index: toApply[i]!.index, reason: error.reason, detail: error.message }];
+        }
+        // Not yet rather than never: the rest of the batch goes on without it (and its retry
+        // happens on the broker, after a delay, not in this loop).
+        if (error instanceof RetryLaterError) {
+          return [{ index: toApply[i]!.index, reason: error.reason, detail: error.message, retryLater: true }];
         }
         throw error;
       }

@@ -30,28 +30,30 @@ describe.each(["postgres", "sqlite", "mysql"] as const)("quarantine replay and d
     const queue = `ledger.replay.${randomBytes(4).toString("hex")}`;
     cleanups.push(await ledgerTopology(queue));
     const env = { DATABASE_URL: databaseUrl, RABBIT_INBOX_ACTOR: "ops-carol" };
-    const ledger = await LedgerService.start({ queue, databaseUrl });
+    // One short delayed retry: e-b1's account never comes, so it is quarantined 50 ms later.
+    const ledger = await LedgerService.start({ queue, databaseUrl, env: { LEDGER_RETRY_DELAYS_MS: "50" } });
     const balances = async () => Object.fromEntries((await readLedgerTables(databaseUrl)).accounts.map((a) => [a.account_id, a.balance_cents]));
 
     await publishAll(queue, [adjusted("e-b1", "b", 70), opened("e-open-a", "a"), adjusted("e-a1", "a", 100)]);
-    await ledger.waitForSettled(3);
+    await ledger.waitForSettled(4); // e-b1 twice: delayed, then quarantined
+    expect(ledger.settled()).toMatchObject({ delayed: 1, quarantined: 1 });
     await publishAll(queue, [adjusted("e-a1", "a", 150)]); // same id, other payload
-    await ledger.waitForSettled(4);
+    await ledger.waitForSettled(5);
     const held = await rabbitInboxJson<Entry[]>(["quarantine", "list"], env);
     expect(held.map((e) => [e.reason, e.event_id])).toEqual([["account_missing", "e-b1"], ["conflict", "e-a1"]]);
     const [missing, conflict] = held;
 
     // The account is opened; the replay goes through the normal pipeline and applies once.
     await publishAll(queue, [opened("e-open-b", "b")]);
-    await ledger.waitForSettled(5);
+    await ledger.waitForSettled(6);
     const replay = await runRabbitInbox(["quarantine", "replay", String(missing!.id), "--reason", "account b opened"], env);
     expect(replay.code).toBe(0);
     expect(replay.stdout).toMatch(/^replayed quarantine entry #\d+ to queue \S+ \(confirmed; audit #\d+ by ops-carol\)/);
-    await ledger.waitForSettled(6);
+    await ledger.waitForSettled(7);
     expect(await balances()).toEqual({ a: 100, b: 70 });
     // Replaying it again cannot apply it twice: the dedup record makes it a duplicate.
     expect((await runRabbitInbox(["quarantine", "replay", String(missing!.id), "--reason", "again, by mistake"], env)).code).toBe(0);
-    await ledger.waitForSettled(7);
+    await ledger.waitForSettled(8);
     expect(ledger.settled()).toMatchObject({ duplicate: 1 });
     expect(await balances()).toEqual({ a: 100, b: 70 });
     const shown = await rabbitInboxJson<Shown>(["quarantine", "show", String(missing!.id)], env);
@@ -63,14 +65,14 @@ describe.each(["postgres", "sqlite", "mysql"] as const)("quarantine replay and d
 
     // The conflict: a plain replay still conflicts.
     expect((await runRabbitInbox(["quarantine", "replay", String(conflict!.id)], env)).code).toBe(0);
-    await ledger.waitForSettled(8);
+    await ledger.waitForSettled(9);
     expect((await rabbitInboxJson<Entry[]>(["quarantine", "list", "--reason", "conflict"], env))[0]).toMatchObject({ id: conflict!.id, status: "held", occurrences: 2 });
     // The operator compensates the stored version (-100), then lets the new version win.
     await publishAll(queue, [adjusted("e-a1-undo", "a", -100)]);
-    await ledger.waitForSettled(9);
+    await ledger.waitForSettled(10);
     const accept = await runRabbitInbox(["quarantine", "replay", String(conflict!.id), "--accept-new", "--reason", "producer corrected the amount to 150"], env);
     expect(accept.code).toBe(0);
-    await ledger.waitForSettled(10);
+    await ledger.waitForSettled(11);
     expect(await balances()).toEqual({ a: 150, b: 70 });
     const storedNow = (await readLedgerTables(databaseUrl)).inbox.find((r) => r.event_id === "e-a1")!.fingerprint;
     const conflictEntry = await rabbitInboxJson<Shown & { fingerprint: string }>(["quarantine", "show", String(conflict!.id)], env);
@@ -79,7 +81,7 @@ describe.each(["postgres", "sqlite", "mysql"] as const)("quarantine replay and d
 
     // The old version comes back: now it is the conflicting one. Discarded, with its audit.
     await publishAll(queue, [adjusted("e-a1", "a", 100)]);
-    await ledger.waitForSettled(11);
+    await ledger.waitForSettled(12);
     const [oldAgain] = (await rabbitInboxJson<Entry[]>(["quarantine", "list", "--reason", "conflict"], env)).filter((e) => e.id !== conflict!.id);
     const discard = await runRabbitInbox(["quarantine", "discard", String(oldAgain!.id), "--reason", "superseded by the corrected event"], env);
     expect(discard.code).toBe(0);

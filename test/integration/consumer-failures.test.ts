@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import type { GetMessage, Message } from "amqplib";
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  type EventKey, InboxConfigError, InboxConsumer, type InboxHandler, type PipelineHook, type Store, TransientStoreError,
+  type BatchRejection, type EventKey, InboxConfigError, InboxConsumer, type InboxHandler, type PipelineHook, RetryLaterError, type Store, TransientStoreError,
   createJsonLogger, quorumQueueArguments, silentLogger,
 } from "../../src/index.js";
 import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";
@@ -223,6 +223,102 @@ describe("consumer failure handling (real broker)", () => {
     expect(quarantined).toHaveLength(1);
     expect(quarantined[0]!.properties.headers?.["x-rabbit-inbox-reason"]).toBe("retries_exhausted");
     await waitFor(async () => (await messagesReady(queue)) === 0, 5000, "work queue drained");
+  });
+
+  it("sends an event that cannot apply yet (RetryLaterError) through the delay queues, not the in-process loop, then quarantines it with the handler's reason", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const seen: number[] = [];
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, retry: { maxAttempts: 5, baseDelayMs: 5 }, retryDelaysMs: [100, 200],
+      handler: {
+        name: "retry-later-test",
+        handle(ev: { event_id: string }, ctx) {
+          if (ev.event_id === "waits") {
+            seen.push(Number(ctx.delivery.headers["x-rabbit-inbox-retry"] ?? 0));
+            throw new RetryLaterError("parent_missing", "parent p-1 is not there yet");
+          }
+          ctx.tx.prepare("INSERT INTO effects (tenant, event_id) VALUES ('t1', ?)").run(ev.event_id);
+          return Promise.resolve();
+        },
+      } satisfies InboxHandler<{ event_id: string }, SqliteDatabase>,
+    });
+    await consumer.start();
+    await publishAll(queue, [event(1), { tenant: "t1", event_id: "waits" }, event(2)]);
+    // Counted once settled: after the quarantine row and the confirmed quarantine-queue copy.
+    await waitFor(() => consumer.outcomeCounts.quarantined === 1, 20_000, "quarantined");
+    const [entry] = await store.listQuarantine();
+    expect(entry).toMatchObject({ reason: "parent_missing", tenant: "t1", eventId: "waits" });
+    expect(entry!.detail).toBe("parent p-1 is not there yet (still refused with no delayed retry left)");
+    // Once per delivery: never retried in process (5 attempts were allowed), once per delay.
+    expect(seen).toEqual([0, 1, 2]);
+    expect(consumer.outcomeCounts).toMatchObject({ applied: 2, delayed: 2, quarantined: 1, requeue: 0 });
+    // The rest of its batch applied, once.
+    expect(effects()).toEqual(new Map([["e-1", 1], ["e-2", 1]]));
+    expect(await store.countInbox("retry-later-test")).toBe(2);
+    const quarantined = await drainQueue(`${queue}.quarantine`);
+    expect(quarantined.map((m): unknown[] => [m.properties.headers?.["x-rabbit-inbox-reason"], m.properties.headers?.["x-rabbit-inbox-retry"]])).toEqual([["parent_missing", 2]]);
+  });
+
+  it("applies an event that a handleBatch refused with retryLater once what it waits for has arrived", async () => {
+    const { store, effects } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const outcomes: string[] = [];
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, retryDelaysMs: [150, 150, 150],
+      onOutcome: (o) => outcomes.push(`${o.kind} ${o.key?.eventId ?? "?"}`),
+      handler: {
+        name: "retry-later-batch-test",
+        handleBatch(items, tx) {
+          const refused: BatchRejection[] = [];
+          const has = (id: string) => tx.prepare("SELECT 1 FROM effects WHERE event_id = ?").get(id) !== undefined;
+          items.forEach(({ event: ev }, index) => {
+            if (ev.parent && !has(ev.parent)) {
+              refused.push({ index, reason: "parent_missing", detail: `parent ${ev.parent} not applied yet`, retryLater: true });
+            } else {
+              tx.prepare("INSERT INTO effects (tenant, event_id) VALUES ('t1', ?)").run(ev.event_id);
+            }
+          });
+          return Promise.resolve(refused);
+        },
+      } satisfies InboxHandler<{ event_id: string; parent?: string }, SqliteDatabase>,
+    });
+    await consumer.start();
+    await publishAll(queue, [{ tenant: "t1", event_id: "child", parent: "p" }, event(1)]);
+    await waitFor(() => consumer.outcomeCounts.delayed >= 1 && consumer.outcomeCounts.applied >= 1, 10_000, "child delayed");
+    await publishAll(queue, [{ tenant: "t1", event_id: "p" }]);
+    await waitFor(() => consumer.outcomeCounts.applied === 3, 10_000, "child applied after its parent");
+    expect(effects()).toEqual(new Map([["e-1", 1], ["p", 1], ["child", 1]]));
+    // The child waited (once or more, until its parent was published), then applied after it.
+    expect(outcomes[0]).toBe("delayed child");
+    expect(outcomes.filter((o) => o !== "delayed child")).toEqual(["applied e-1", "applied p", "applied child"]);
+    expect(consumer.outcomeCounts.quarantined).toBe(0);
+    expect(await store.listQuarantine()).toEqual([]);
+  });
+
+  it("gives a message whose producer set x-rabbit-inbox-retry its whole retry budget", async () => {
+    const { store } = await sqliteWithEffects();
+    const queue = uniqueQueue();
+    const seen: number[] = [];
+    const consumer = startConsumer({
+      url: amqpUrl, queue, store, retry: { maxAttempts: 1 }, retryDelaysMs: [100, 200],
+      handler: {
+        name: "forged-retry-header-test",
+        handle(_ev: { event_id: string }, ctx) {
+          seen.push(Number(ctx.delivery.headers["x-rabbit-inbox-retry"] ?? 0));
+          throw new Error("handler bug: always fails");
+        },
+      } satisfies InboxHandler<{ event_id: string }, SqliteDatabase>,
+    });
+    await consumer.start();
+    // As if the budget were spent: the header says 2 (of 2), and an x-death entry that names
+    // another queue's retry queue does not make it believable.
+    await publishAll(queue, [event(1)], { headers: { "x-rabbit-inbox-retry": 2, "x-death": [{ queue: "elsewhere.retry.2", reason: "expired", count: 1 }] } });
+    await waitFor(() => consumer.outcomeCounts.quarantined === 1, 20_000, "quarantined");
+    expect((await store.listQuarantine())[0]).toMatchObject({ reason: "retries_exhausted", eventId: "e-1" });
+    // Both delays happened: the first delivery counted as attempt 0, not 2.
+    expect(seen).toEqual([2, 1, 2]);
+    expect(consumer.outcomeCounts).toMatchObject({ delayed: 2, quarantined: 1 });
   });
 
   it("quarantines a poison delivery on a quorum queue by its x-delivery-count when the store cannot count redeliveries", async () => {

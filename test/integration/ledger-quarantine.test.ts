@@ -51,17 +51,19 @@ describe.each(LEDGER_DATABASES)("ledger quarantine on %s", (kind) => {
     expect(await t.depth()).toBe(0);
   });
 
-  it("a malformed message is quarantined as invalid and an adjustment of a never-opened account as account_missing", async () => {
-    const ledger = await t.start();
+  it("a malformed message is quarantined as invalid at once, and an adjustment of a never-opened account as account_missing after the last delayed retry", async () => {
+    const ledger = await t.start({ retryDelaysMs: [100, 200] });
     await t.broker.publish(t.queue, [accountOpened("t1", "e-open", "a")]);
     await ledger.waitForSettled(1);
     const brokenJson = '{"type":"balance.adjusted","tenant":"t1","event_id":"e-broken","account_id":"a","delta_cents":';
     const floatCents = balanceAdjusted("t1", "e-float", "a", 12.5);
     const missing = balanceAdjusted("t1", "e-missing", "nobody", 100);
     await t.broker.publish(t.queue, [brokenJson, floatCents, missing]);
-    await ledger.waitForSettled(4);
+    // The adjustment's account may still be on its way: it waits through both delays first.
+    await ledger.waitForSettled(1 + 3 + 2);
     expect(await t.stopWhenIdle([ledger])).toEqual([{ code: 0, signal: null }]);
-    expect(ledger.stoppedCounts()).toEqual({ applied: 1, duplicate: 0, quarantined: 3, delayed: 0, requeue: 0 });
+    expect(ledger.stoppedCounts()).toEqual({ applied: 1, duplicate: 0, quarantined: 3, delayed: 2, requeue: 0 });
+    expect(ledger.logs.filter((r) => r.msg === "delayed retry scheduled").map((r) => [r.eventId, r.attempt])).toEqual([["e-missing", 1], ["e-missing", 2]]);
 
     const [{ balances, quarantine }, tables] = await Promise.all([t.cli(), t.tables()]);
     expect(balances).toEqual([{ tenant: "t1", account_id: "a", balance_cents: 0 }]);
@@ -76,6 +78,9 @@ describe.each(LEDGER_DATABASES)("ledger quarantine on %s", (kind) => {
       ["invalid", JSON.stringify(floatCents)],
       ["invalid", brokenJson],
     ].sort());
+    expect(tables.quarantine.find((r) => r.reason === "account_missing")!.detail).toBe(
+      "account nobody of tenant t1 was never opened (still refused with no delayed retry left)",
+    );
 
     const held = await t.broker.takeAll(t.quarantineQueue);
     expect(held.map((m) => [m.content.toString("utf8"), headerText(m, "x-rabbit-inbox-reason")]).sort()).toEqual([
@@ -83,6 +88,7 @@ describe.each(LEDGER_DATABASES)("ledger quarantine on %s", (kind) => {
       [JSON.stringify(floatCents), "invalid"],
       [JSON.stringify(missing), "account_missing"],
     ].sort());
+    expect(held.filter((m) => headerText(m, "x-rabbit-inbox-reason") === "account_missing").map((m) => headerText(m, "x-rabbit-inbox-retry"))).toEqual(["2"]);
     expect(await t.depth()).toBe(0);
   });
 });

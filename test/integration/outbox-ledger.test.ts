@@ -45,7 +45,7 @@ describe.each(LEDGER_OUTBOX_DATABASES)("ledger balance.changed through the outbo
       balanceAdjusted("t1", "e-3", "a", 5),
       balanceAdjusted("t1", "e-4", "b", 7),
       balanceAdjusted("t1", "e-1", "a", 100), // duplicate: no second change
-      balanceAdjusted("t1", "e-5", "missing", 1), // account_missing: quarantined, nothing published
+      balanceAdjusted("t1", "e-5", "missing", 1), // no such account: waits in a delayed retry, nothing published
       "{not json",
     ]);
     await tap.waitForCount(5);
