@@ -6,8 +6,9 @@
  * applied once, the malformed one quarantined once in the database (occurrences counted), a copy
  * in the quarantine queue, nothing left in the work queue.
  *
- * The alarm blocks every publisher on the broker; this file runs in the `broker-global` project,
- * alone and after every other test file, and clears the alarm in any case.
+ * The alarm blocks every publisher on the broker: this file runs in the `broker-global` project,
+ * on a standalone node the tests start for themselves (never the system broker), and clears the
+ * alarm in any case.
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, expect, it } from "vitest";

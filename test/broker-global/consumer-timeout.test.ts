@@ -4,8 +4,9 @@
  * consumer logs it, reconnects, never acks the stale delivery tags on the new channel, and the
  * redelivered messages are settled as duplicates by the dedup record: every event applied once.
  *
- * The timeout is a broker-wide setting; this file runs in the `broker-global` project, alone
- * and after every other test file, and puts the setting back.
+ * The timeout is a broker-wide setting: this file runs in the `broker-global` project, on a
+ * standalone node the tests start for themselves (never the system broker), and puts the
+ * setting back.
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, expect, it } from "vitest";

@@ -1,17 +1,31 @@
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
+import { amqpUrl } from "./broker.js";
+import { standalone } from "./cluster.js";
 
 /**
- * Broker-wide settings changed at runtime for the tests in test/broker-global (run alone, after
- * every other test file: see vitest.config.ts). Each setter returns the function that puts the
- * setting back as it was.
+ * Broker-wide settings changed at runtime for the tests in test/broker-global. They change the
+ * standalone node those tests start for themselves (see vitest.config.ts), never the system
+ * broker. Each setter returns the function that puts the setting back as it was, so the files
+ * sharing the node do not see each other's settings.
  */
 
-const run = promisify(execFile);
+/**
+ * The settings go to the standalone node, so the test's connections must go there too: a test
+ * run outside the `broker-global` project would otherwise watch one broker and change another.
+ */
+function assertTestsUseStandaloneNode(): void {
+  if (amqpUrl !== standalone.url(1)) {
+    throw new Error(`broker-wide settings change ${standalone.nodeName(1)} (${standalone.url(1)}) but the tests connect to ${amqpUrl}; run this file in the broker-global vitest project`);
+  }
+}
 
 async function rabbitEval(expression: string): Promise<string> {
-  const { stdout } = await run("rabbitmqctl", ["-q", "eval", expression]);
-  return stdout.trim();
+  assertTestsUseStandaloneNode();
+  return (await standalone.ctl(1, "-q", "eval", expression)).trim();
+}
+
+async function setMemoryHighWatermark(...args: string[]): Promise<void> {
+  assertTestsUseStandaloneNode();
+  await standalone.ctl(1, "-q", "set_vm_memory_high_watermark", ...args);
 }
 
 /** Reads an Erlang term printed by `rabbitmqctl eval` for `application:get_env(rabbit, Key)`. */
@@ -49,9 +63,9 @@ export async function raiseMemoryAlarm(): Promise<() => Promise<void>> {
   const printed = await rabbitEval("vm_memory_monitor:get_vm_memory_high_watermark().");
   const absolute = /^\{absolute,(\d+)\}$/.exec(printed);
   const restoreArgs = absolute ? ["absolute", absolute[1]!] : [/^[0-9.]+$/.test(printed) ? printed : "0.4"];
-  await run("rabbitmqctl", ["-q", "set_vm_memory_high_watermark", "0"]);
+  await setMemoryHighWatermark("0");
   return async () => {
-    await run("rabbitmqctl", ["-q", "set_vm_memory_high_watermark", ...restoreArgs]);
+    await setMemoryHighWatermark(...restoreArgs);
   };
 }
 

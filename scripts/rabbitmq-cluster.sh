@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# Local RabbitMQ nodes for tests and experiments, beside the machine's own broker (which this
+# script never touches: its nodes have their own names, ports, config, plugins and data).
+#
+#   scripts/rabbitmq-cluster.sh [--name PREFIX] [--nodes N] [--port BASE] [--dir DIR] COMMAND
+#
+#   start        start every node of the set that is not running; a fresh set forms one cluster
+#                (nodes 2..N join node 1). A running set is reused.
+#   stop         stop every node and delete the set's data: the next start is a fresh cluster
+#   kill N       kill -9 node N's Erlang VM (a real crash; its data stays)
+#   restart N    start node N again and wait until it runs; it rejoins the cluster by itself
+#   stop-node N  stop node N cleanly (its data stays)
+#   status       one line per node (name, running|stopped, AMQP URL, pid) and the cluster as a
+#                running node sees it; exit status 0 when every node runs, 3 otherwise
+#   running      the names of the nodes whose Erlang VM is alive, one a line (no CLI call: cheap)
+#   urls         the nodes' AMQP URLs, comma-separated
+#   ctl N ARGS   rabbitmqctl ARGS against node N (e.g. `ctl 1 list_queues name leader members`)
+#
+# Defaults (flags win over the environment): prefix `c` (LOCAL_CLUSTER_NAME), 3 nodes
+# (LOCAL_CLUSTER_NODES), AMQP ports from 5701 (LOCAL_CLUSTER_PORT), data under
+# /tmp/rabbit-inbox-rabbitmq-<prefix> (LOCAL_CLUSTER_DIR). Node i is <prefix>i@localhost on AMQP
+# port BASE+i-1 and distribution port BASE+i-1+20000. Two sets run side by side when their
+# prefixes and port ranges differ, e.g. `--name s --nodes 1 --port 5711` for a standalone node.
+set -euo pipefail
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
+die() { echo "rabbitmq-cluster: $*" >&2; exit 1; }
+
+PREFIX="${LOCAL_CLUSTER_NAME:-c}"
+NODES="${LOCAL_CLUSTER_NODES:-3}"
+BASE_PORT="${LOCAL_CLUSTER_PORT:-5701}"
+DIR="${LOCAL_CLUSTER_DIR:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --name) PREFIX="${2:?--name needs a value}"; shift 2 ;;
+    --nodes) NODES="${2:?--nodes needs a value}"; shift 2 ;;
+    --port) BASE_PORT="${2:?--port needs a value}"; shift 2 ;;
+    --dir) DIR="${2:?--dir needs a value}"; shift 2 ;;
+    -h|--help) usage ;;
+    --*) die "unknown option $1" ;;
+    *) break ;;
+  esac
+done
+[ $# -ge 1 ] || usage
+COMMAND="$1"; shift
+
+[[ "$PREFIX" =~ ^[a-z][a-z0-9_]*$ ]] || die "--name must be a lowercase Erlang node name prefix, got '$PREFIX'"
+# The machine's broker is rabbit@localhost: a prefix of `rabbit` could address it as node "".
+[ "$PREFIX" != "rabbit" ] || die "--name rabbit would clash with the system broker's node name"
+[[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "--nodes must be a number from 1 to 99, got '$NODES'"
+[[ "$BASE_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$BASE_PORT" -le 45000 ] || die "--port must be a port from 1000 to 45000, got '$BASE_PORT'"
+for ((i = 0; i < NODES; i++)); do
+  # 5672/25672 are the system broker's AMQP and distribution ports.
+  [ $((BASE_PORT + i)) -ne 5672 ] || die "port 5672 belongs to the system broker; choose another --port"
+done
+DIR="${DIR:-/tmp/rabbit-inbox-rabbitmq-$PREFIX}"
+case "$DIR" in /*) ;; *) die "--dir must be an absolute path, got '$DIR'" ;; esac
+
+RABBITMQ_USER=rabbitmq
+# The rabbitmq user's home holds the Erlang cookie the CLI tools and every node share.
+RABBITMQ_USER_HOME="$(getent passwd "$RABBITMQ_USER" | cut -d: -f6)"
+[ -n "$RABBITMQ_USER_HOME" ] || die "no '$RABBITMQ_USER' user: is RabbitMQ installed?"
+# The distribution's wrappers in /usr/sbin write the system broker's startup log and read its
+# env file; the scripts behind them take everything from the environment we pass.
+RABBITMQ_BIN="${LOCAL_CLUSTER_RABBITMQ_BIN:-/usr/lib/rabbitmq/bin}"
+[ -x "$RABBITMQ_BIN/rabbitmq-server" ] || die "no rabbitmq-server in $RABBITMQ_BIN (set LOCAL_CLUSTER_RABBITMQ_BIN)"
+
+node_name() { echo "$PREFIX$1@localhost"; }
+amqp_port() { echo $((BASE_PORT + $1 - 1)); }
+dist_port() { echo $((BASE_PORT + $1 - 1 + 20000)); }
+node_dir() { echo "$DIR/$PREFIX$1"; }
+pid_file() { echo "$(node_dir "$1")/$PREFIX$1.pid"; }
+mnesia_dir() { echo "$(node_dir "$1")/mnesia/$(node_name "$1")"; }
+url() { echo "amqp://guest:guest@127.0.0.1:$(amqp_port "$1")"; }
+
+check_node_number() {
+  [[ "${1:-}" =~ ^[1-9][0-9]*$ ]] && [ "$1" -le "$NODES" ] || die "node number must be 1..$NODES, got '${1:-}'"
+}
+
+# Runs a command as the rabbitmq user with a clean environment: nothing of the caller's
+# RABBITMQ_* or ERL_* settings leaks into these nodes, and nothing of the system broker's env file.
+as_rabbitmq() {
+  local env=(env -i "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "HOME=$RABBITMQ_USER_HOME"
+    "LANG=C.UTF-8" "LC_ALL=C.UTF-8" "ERL_EPMD_ADDRESS=127.0.0.1" "RABBITMQ_CONF_ENV_FILE=$DIR/rabbitmq-env.conf")
+  if [ "$(id -u)" = "$(id -u "$RABBITMQ_USER")" ]; then
+    (cd "$RABBITMQ_USER_HOME" && "${env[@]}" "$@")
+  elif [ "$(id -u)" = 0 ]; then
+    (cd "$RABBITMQ_USER_HOME" && runuser -u "$RABBITMQ_USER" -- "${env[@]}" "$@")
+  else
+    (cd "$RABBITMQ_USER_HOME" && sudo -n -u "$RABBITMQ_USER" -- "${env[@]}" "$@") ||
+      die "run this as root or as '$RABBITMQ_USER' (or allow passwordless sudo -u $RABBITMQ_USER)"
+  fi
+}
+
+ctl() { # node-number rabbitmqctl-args...
+  local n="$1"; shift
+  as_rabbitmq "$RABBITMQ_BIN/rabbitmqctl" -n "$(node_name "$n")" "$@"
+}
+
+# The pid of node N's Erlang VM, only if that process is alive and really is this node: a stale
+# pid file (after kill -9) may name a pid the kernel has since given to another process.
+node_pid() {
+  local file pid
+  file="$(pid_file "$1")"
+  [ -r "$file" ] || return 1
+  pid="$(tr -dc 0-9 < "$file")"
+  [ -n "$pid" ] && [ -r "/proc/$pid/environ" ] || return 1
+  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "beam.smp" ] || return 1
+  tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "RABBITMQ_NODENAME=$(node_name "$1")" || return 1
+  echo "$pid"
+}
+is_running() { node_pid "$1" >/dev/null; }
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+prepare_layout() {
+  if [ ! -d "$DIR" ]; then
+    if [ "$(id -u)" = 0 ]; then
+      install -d -m 0755 -o "$RABBITMQ_USER" -g "$RABBITMQ_USER" "$DIR"
+    else
+      as_rabbitmq mkdir -p "$DIR"
+    fi
+  fi
+  [ "$(stat -c %U "$DIR")" = "$RABBITMQ_USER" ] || die "$DIR exists but is not owned by $RABBITMQ_USER; remove it or choose another --dir"
+  local script="set -e
+cd '$DIR'
+echo 'ERL_EPMD_ADDRESS=127.0.0.1' > rabbitmq-env.conf
+echo '[rabbitmq_consistent_hash_exchange].' > enabled_plugins"
+  for ((i = 1; i <= NODES; i++)); do
+    script+="
+mkdir -p '$(node_dir "$i")/mnesia' '$(node_dir "$i")/log'
+printf '%s\\n' 'listeners.tcp.default = 127.0.0.1:$(amqp_port "$i")' 'loopback_users = none' > '$(node_dir "$i")/rabbitmq.conf'"
+  done
+  # One shell as the rabbitmq user writes everything: each user switch costs a process start.
+  as_rabbitmq sh -c "$script"
+}
+
+launch() { # node-number: starts the VM detached; the node boots in the background
+  local n="$1" port
+  for port in "$(amqp_port "$n")" "$(dist_port "$n")"; do
+    ! port_open "$port" || die "port $port (for $(node_name "$n")) is already in use by another process"
+  done
+  as_rabbitmq \
+    "RABBITMQ_NODENAME=$(node_name "$n")" \
+    "RABBITMQ_NODE_IP_ADDRESS=127.0.0.1" \
+    "RABBITMQ_NODE_PORT=$(amqp_port "$n")" \
+    "RABBITMQ_DIST_PORT=$(dist_port "$n")" \
+    "RABBITMQ_CONFIG_FILE=$(node_dir "$n")/rabbitmq.conf" \
+    "RABBITMQ_ADVANCED_CONFIG_FILE=$(node_dir "$n")/advanced.config" \
+    "RABBITMQ_ENABLED_PLUGINS_FILE=$DIR/enabled_plugins" \
+    "RABBITMQ_MNESIA_BASE=$(node_dir "$n")/mnesia" \
+    "RABBITMQ_LOG_BASE=$(node_dir "$n")/log" \
+    "RABBITMQ_PID_FILE=$(pid_file "$n")" \
+    "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-kernel inet_dist_use_interface {127,0,0,1}" \
+    "$RABBITMQ_BIN/rabbitmq-server" -detached 9>&-
+  # (fd 9 is the set's lock: a detached VM that inherited it would hold the lock for its lifetime)
+}
+
+# Waits until node N's rabbit application runs. await_startup gives up at once while the VM has not
+# registered its name yet, so this retries until the deadline.
+await_node() { # node-number seconds
+  local n="$1" deadline=$((SECONDS + $2))
+  until ctl "$n" -q await_startup --timeout "$2" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$deadline" ] || die "$(node_name "$n") did not start within $2 s; see $(node_dir "$n")/log"
+    is_running "$n" || [ "$SECONDS" -lt $((deadline - $2 + 15)) ] ||
+      die "$(node_name "$n") is not running; see $(node_dir "$n")/log"
+    sleep 1
+  done
+}
+
+start_nodes() { # node-numbers...: starts those not running, fresh ones join node 1
+  local n fresh=() launched=()
+  prepare_layout
+  for n in "$@"; do
+    is_running "$n" && continue
+    [ -d "$(mnesia_dir "$n")" ] || fresh+=("$n")
+    launch "$n"
+    launched+=("$n")
+  done
+  for n in "${launched[@]}"; do await_node "$n" 300; done
+  local joiners=()
+  for n in "${fresh[@]}"; do [ "$n" = 1 ] || joiners+=("$n"); done
+  [ "${#joiners[@]}" -gt 0 ] || return 0
+  is_running 1 || die "$(node_name "${joiners[0]}") is new but $(node_name 1) is not running, so it cannot join; run 'stop' to reset the set"
+  # stop_app and start_app of different nodes run side by side; the joins themselves one at a
+  # time, each a schema change on node 1.
+  in_parallel "${joiners[@]}" -- -q stop_app
+  for n in "${joiners[@]}"; do ctl "$n" -q join_cluster "$(node_name 1)" >/dev/null 2>&1 || die "$(node_name "$n") could not join $(node_name 1)"; done
+  in_parallel "${joiners[@]}" -- -q start_app
+  for n in "${joiners[@]}"; do await_node "$n" 300; done
+}
+
+in_parallel() { # node-numbers... -- rabbitmqctl-args...: runs the command on each node at once
+  local nodes=() pids=() n
+  while [ "$1" != "--" ]; do nodes+=("$1"); shift; done
+  shift
+  for n in "${nodes[@]}"; do ctl "$n" "$@" >/dev/null & pids+=($!); done
+  for n in "${pids[@]}"; do wait "$n" || die "rabbitmqctl $* failed on one of nodes ${nodes[*]}"; done
+}
+
+lock() {
+  # One command at a time per set: two test runs starting the same set must not both launch it.
+  exec 9>>"$DIR.lock"
+  flock -w 300 9 || die "another rabbitmq-cluster command on $DIR holds $DIR.lock"
+}
+
+cmd_start() {
+  lock
+  local all=()
+  for ((i = 1; i <= NODES; i++)); do all+=("$i"); done
+  start_nodes "${all[@]}"
+  cmd_status >/dev/null || die "not every node runs after start; '$0 status' shows which"
+}
+
+stop_node() { # node-number: clean stop, kill -9 if it does not stop within 60 s
+  local n="$1" pid
+  pid="$(node_pid "$n")" || return 0
+  ctl "$n" -q stop "$(pid_file "$n")" >/dev/null 2>&1 &
+  local stopper=$! deadline=$((SECONDS + 60))
+  while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "rabbitmq-cluster: $(node_name "$n") did not stop within 60 s; killing it" >&2
+    kill -9 "$pid"
+  fi
+  wait "$stopper" 2>/dev/null || true
+}
+
+cmd_stop() {
+  lock
+  local n pids=()
+  # In parallel: every node of the set goes, so none has to wait for the others to leave.
+  for ((n = 1; n <= NODES; n++)); do stop_node "$n" & pids+=($!); done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  for ((n = 1; n <= NODES; n++)); do ! is_running "$n" || die "$(node_name "$n") is still running"; done
+  # The set is disposable: the next start forms a fresh cluster instead of waiting for peers
+  # that were stopped in another order.
+  rm -rf -- "$DIR"
+}
+
+cmd_kill() {
+  check_node_number "${1:-}"
+  lock
+  local pid
+  pid="$(node_pid "$1")" || die "$(node_name "$1") is not running"
+  kill -9 "$pid"
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+}
+
+cmd_restart() {
+  check_node_number "${1:-}"
+  lock
+  start_nodes "$1"
+}
+
+cmd_stop_node() {
+  check_node_number "${1:-}"
+  lock
+  is_running "$1" || die "$(node_name "$1") is not running"
+  stop_node "$1"
+}
+
+cmd_status() {
+  local n pid all_running=0 seen_by=""
+  for ((n = 1; n <= NODES; n++)); do
+    if pid="$(node_pid "$n")"; then
+      printf '%s\trunning\t%s\tpid %s\n' "$(node_name "$n")" "$(url "$n")" "$pid"
+      [ -n "$seen_by" ] || seen_by="$n"
+    else
+      printf '%s\tstopped\t%s\n' "$(node_name "$n")" "$(url "$n")"
+      all_running=3
+    fi
+  done
+  if [ -n "$seen_by" ] && [ "$NODES" -gt 1 ]; then
+    local running
+    running="$(ctl "$seen_by" -q eval 'io:format("~s", [lists:join(",", [atom_to_list(N) || N <- rabbit_nodes:all_running()])]).' 2>/dev/null | head -n 1 | sed 's/ok$//')" || running="?"
+    printf 'cluster\trunning nodes seen by %s: %s\n' "$(node_name "$seen_by")" "$running"
+  fi
+  return "$all_running"
+}
+
+cmd_running() {
+  local n
+  for ((n = 1; n <= NODES; n++)); do ! is_running "$n" || node_name "$n"; done
+}
+
+cmd_urls() {
+  local n out=""
+  for ((n = 1; n <= NODES; n++)); do out+="${out:+,}$(url "$n")"; done
+  echo "$out"
+}
+
+case "$COMMAND" in
+  start) cmd_start ;;
+  stop) cmd_stop ;;
+  kill) cmd_kill "$@" ;;
+  restart) cmd_restart "$@" ;;
+  stop-node) cmd_stop_node "$@" ;;
+  status) cmd_status ;;
+  running) cmd_running ;;
+  urls) cmd_urls ;;
+  ctl) check_node_number "${1:-}"; n="$1"; shift; ctl "$n" "$@" ;;
+  *) usage ;;
+esac

@@ -1,0 +1,97 @@
+/**
+ * The local 3-node cluster the failover tests run on: the nodes form one cluster, a quorum queue
+ * declared through one node gets a replica on each, confirmed messages survive a kill -9 of the
+ * node holding the queue's leader and are consumed through another node, and the killed node
+ * comes back into the cluster and the queue when restarted.
+ */
+import { randomBytes } from "node:crypto";
+import amqp from "amqplib";
+import { afterAll, expect, it } from "vitest";
+import { type NodeNumber, cluster, killNode, restartNode } from "../support/cluster.js";
+
+const queues: string[] = [];
+afterAll(async () => {
+  // Leave a whole cluster for the next file, whatever this one left behind.
+  const running = await cluster.runningNodes();
+  for (const node of cluster.nodes) if (!running.includes(node)) await restartNode(node);
+  await cluster.deleteQueues(...queues);
+});
+
+/**
+ * Consumes `count` messages through one node with manual acks and keeps the connection open
+ * until the queue reports none left: acks are asynchronous, and a channel closed before the
+ * queue has processed them gives the messages back.
+ */
+async function consumeAll(node: NodeNumber, queue: string, count: number, timeoutMs = 60_000): Promise<amqp.ConsumeMessage[]> {
+  const connection = await amqp.connect(cluster.url(node));
+  try {
+    const channel = await connection.createChannel();
+    await channel.prefetch(50);
+    const received: amqp.ConsumeMessage[] = [];
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`only ${received.length} of ${count} messages arrived through node ${node}`)), timeoutMs);
+      channel.consume(queue, (msg) => {
+        if (!msg) return;
+        received.push(msg);
+        channel.ack(msg);
+        if (received.length === count) {
+          clearTimeout(timer);
+          resolve();
+        }
+      }).catch(reject);
+    });
+    await cluster.waitForQuorumQueue(queue, (s) => s.messages === 0, timeoutMs, "every message acked");
+    return received;
+  } finally {
+    await connection.close().catch(() => undefined);
+  }
+}
+
+it("three nodes form one cluster, each sees all three running", async () => {
+  expect(await cluster.runningNodes()).toEqual([1, 2, 3]);
+  for (const node of cluster.nodes) {
+    expect(await cluster.clusterMembers(node)).toEqual([1, 2, 3]);
+    expect(await cluster.clusterRunningNodes(node)).toEqual([1, 2, 3]);
+  }
+  // Not the system broker: each URL is a node of this cluster, on its own port.
+  expect(cluster.urls).toEqual(["amqp://guest:guest@127.0.0.1:5701", "amqp://guest:guest@127.0.0.1:5702", "amqp://guest:guest@127.0.0.1:5703"]);
+});
+
+it("a quorum queue survives kill -9 of its leader's node: every confirmed message consumed through another node, and the node rejoins on restart", async () => {
+  const queue = `ri.test.cluster.${randomBytes(5).toString("hex")}`;
+  queues.push(queue);
+  await cluster.declareQuorumQueue(1, queue);
+  const before = await cluster.waitForQuorumMembers(queue);
+  expect(before.members).toEqual([1, 2, 3]);
+  expect(before.online).toEqual([1, 2, 3]);
+
+  const bodies = Array.from({ length: 50 }, (_, i) => JSON.stringify({ tenant: "t1", event_id: `e${i}` }));
+  await cluster.publish(1, queue, bodies);
+  const leader = before.leader!;
+  const survivor = cluster.nodes.find((n) => n !== leader)!;
+
+  await killNode(leader);
+  expect(await cluster.runningNodes()).not.toContain(leader);
+  // A new leader among the two nodes left, and the killed replica no longer online.
+  const after = await cluster.waitForQuorumQueue(queue, (s) => s.leader !== undefined && s.leader !== leader && !s.online.includes(leader),
+    60_000, "a new leader without the killed node");
+  expect(after.members).toEqual([1, 2, 3]);
+  expect(await cluster.clusterRunningNodes(survivor)).toEqual(cluster.nodes.filter((n) => n !== leader));
+
+  const consumed = await consumeAll(survivor, queue, bodies.length);
+  expect(consumed.map((m) => m.content.toString())).toEqual(bodies);
+  // Published and confirmed before the crash, delivered for the first time after it.
+  expect(consumed.filter((m) => m.fields.redelivered)).toEqual([]);
+  // Nothing more than what was published: the queue is empty now.
+  expect((await cluster.drain(survivor, queue)).map((m) => m.content.toString())).toEqual([]);
+
+  await restartNode(leader);
+  expect(await cluster.runningNodes()).toEqual([1, 2, 3]);
+  expect(await cluster.clusterRunningNodes(leader)).toEqual([1, 2, 3]);
+  expect(await cluster.clusterRunningNodes(survivor)).toEqual([1, 2, 3]);
+  const rejoined = await cluster.waitForQuorumMembers(queue);
+  expect(rejoined.online).toEqual([1, 2, 3]);
+  // The restarted replica caught up with the acks: no message comes back through it.
+  expect((await cluster.drain(leader, queue)).map((m) => m.content.toString())).toEqual([]);
+  expect((await cluster.quorumQueue(queue))?.messages).toBe(0);
+});
