@@ -47,15 +47,27 @@ export function quorumQueueArguments(options: { deliveryLimit?: number; deadLett
  * argument named, instead of messages being dropped later.
  */
 export async function prepareTopology(connection: ChannelModel, channel: Channel, spec: TopologySpec): Promise<void> {
-  const queues: Array<{ name: string; args: Record<string, unknown> | undefined }> = [
-    { name: spec.queue, args: spec.queueArguments },
-    { name: spec.quarantineQueue, args: undefined },
-    ...spec.retryQueues.map((r) => ({ name: r.name, args: retryQueueArguments(spec.queue, r.delayMs) })),
+  // The quarantine and delay queues of a quorum work queue are quorum queues too: a classic one
+  // lives on one node, and while that node is down nothing can be quarantined or delayed (and a
+  // consumer that declares its topology on reconnect cannot start at all).
+  const companion = spec.queueArguments?.["x-queue-type"] === "quorum" ? { "x-queue-type": "quorum" } : undefined;
+  const queues: Array<{ name: string; args: Record<string, unknown> | undefined; companion: boolean }> = [
+    { name: spec.queue, args: spec.queueArguments, companion: false },
+    { name: spec.quarantineQueue, args: companion, companion: true },
+    ...spec.retryQueues.map((r) => ({ name: r.name, args: { ...companion, ...retryQueueArguments(spec.queue, r.delayMs) }, companion: true })),
   ];
   for (const q of queues) {
     if (spec.declare) {
       await withProbe(connection, async (probe) => {
-        await probe.assertQueue(q.name, { durable: true, ...(q.args ? { arguments: q.args } : {}) });
+        try {
+          await probe.assertQueue(q.name, { durable: true, ...(q.args ? { arguments: q.args } : {}) });
+        } catch (error) {
+          // Declared classic by an earlier version: keep it rather than refuse to start.
+          if (!(q.companion && companion && /inequivalent arg 'x-queue-type'/.test(describeError(error)))) throw error;
+          const recheck = await connection.createChannel();
+          recheck.on("error", () => undefined);
+          await recheck.checkQueue(q.name).finally(() => recheck.close().catch(() => undefined));
+        }
       }, (error) => new InboxConfigError(
         `queue ${JSON.stringify(q.name)} cannot be declared as configured (${describeError(error)}). ` +
         `Fix: make the consumer's queue arguments match the existing queue, or delete the queue so it can be declared again.`,

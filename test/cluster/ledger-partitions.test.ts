@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { BrokerClient, type LedgerProcess, waitUntil } from "../../examples/ledger/harness.js";
+import { brokerNodeLabel } from "../../src/index.js";
+import { cluster, clusterUrls, killNode, restartNode } from "../support/cluster.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { accountIds, accountStories, expectStoriesAppliedInOrder, waitForApplied, waitForBalance } from "../support/partitioned-ledger.js";
 
-const CLUSTER_URLS = process.env.TEST_CLUSTER_URLS ?? "amqp://guest:guest@127.0.0.1:5731";
+const CLUSTER_URLS = clusterUrls.join(",");
+const nodeLabel = (node: number) => brokerNodeLabel(cluster.url(node));
 const PARTITIONS = 6;
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
@@ -14,12 +17,12 @@ const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
  * the partitions evenly while every account's events apply in order.
  */
 describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
-  const t = useLedgerTest("postgres");
+  const t = useLedgerTest("postgres", { amqpUrl: CLUSTER_URLS, partitions: PARTITIONS });
 
   async function startReplicas(count: number): Promise<LedgerProcess[]> {
     const replicas: LedgerProcess[] = [];
     for (let i = 0; i < count; i++) {
-      replicas.push(await t.start({ amqpUrl: CLUSTER_URLS, partitions: PARTITIONS, label: `replica ${i + 1}`, logLevel: "info" }));
+      replicas.push(await t.start({ label: `replica ${i + 1}`, logLevel: "info" }));
     }
     return replicas;
   }
@@ -29,7 +32,7 @@ describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
     const held = await waitForBalance(replicas, PARTITIONS);
     expect(held.map((h) => h.length)).toEqual([2, 2, 2]);
 
-    const publisher = await BrokerClient.connect(CLUSTER_URLS.split(",").at(-1));
+    const publisher = await BrokerClient.connect(clusterUrls.at(-1));
     try {
       const accounts = accountIds(300);
       const stories = accountStories("t1", accounts, 50);
@@ -47,7 +50,7 @@ describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
   it("a replica killed mid-stream hands its partitions to the others, a stopped one hands them over cleanly, a joining one takes its share; order holds", async () => {
     const replicas = await startReplicas(3);
     await waitForBalance(replicas, PARTITIONS);
-    const publisher = await BrokerClient.connect(CLUSTER_URLS.split(",").at(-1));
+    const publisher = await BrokerClient.connect(clusterUrls.at(-1));
     try {
       const accounts = accountIds(600);
       const stories = accountStories("t1", accounts, 20);
@@ -69,7 +72,7 @@ describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
       await waitForBalance([second, third], PARTITIONS);
 
       await whenPublished(0.5);
-      const joined = await t.start({ amqpUrl: CLUSTER_URLS, partitions: PARTITIONS, label: "replica 4", logLevel: "info" });
+      const joined = await t.start({ label: "replica 4", logLevel: "info" });
       await waitForBalance([second, third, joined], PARTITIONS);
 
       await whenPublished(0.75);
@@ -79,6 +82,42 @@ describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
       await publishing;
       await waitForApplied(t, stories.length, [third, joined]);
       expect((await Promise.all([third.stop(), joined.stop()])).map((s) => s.code)).toEqual([0, 0]);
+      await expectStoriesAppliedInOrder(t, "t1", accounts);
+    } finally {
+      await publisher.close();
+    }
+  });
+
+  it("a SIGKILL of the broker node the replicas use, mid-stream: they go on through another node; the node restarts and rejoins; order holds", async () => {
+    const replicas = await startReplicas(3);
+    await waitForBalance(replicas, PARTITIONS);
+    const used = new Set(replicas.map((r) => r.logs.find((l) => l.msg === "consuming")?.node));
+    // Every replica took the first node of the list.
+    expect([...used]).toEqual([nodeLabel(1)]);
+    const publisher = await BrokerClient.connect(clusterUrls.at(-1));
+    try {
+      const accounts = accountIds(600);
+      const stories = accountStories("t1", accounts, 20);
+      const chunk = Math.ceil(stories.length / 30);
+      let published = 0;
+      const publishing = (async () => {
+        for (let i = 0; i < stories.length; i += chunk) {
+          await publisher.publishRouted(t.queue, stories.slice(i, i + chunk));
+          published += Math.min(chunk, stories.length - i);
+          await sleep(100);
+        }
+      })();
+      await waitUntil(() => (published >= stories.length * 0.3 ? true : undefined), "30% of the events published", { timeoutMs: 60_000 });
+      await killNode(1);
+      // Each replica is back within seconds, through another node.
+      for (const r of replicas) {
+        await waitUntil(() => r.logs.find((l) => l.msg === "AMQP session restored" && l.node !== nodeLabel(1)), `${r.label} to reconnect through another node`, { timeoutMs: 30_000, watch: replicas });
+      }
+      await waitUntil(() => (published >= stories.length * 0.6 ? true : undefined), "60% of the events published", { timeoutMs: 90_000 });
+      await restartNode(1);
+      await publishing;
+      await waitForApplied(t, stories.length, replicas, 120_000);
+      expect((await Promise.all(replicas.map((r) => r.stop()))).map((x) => x.code)).toEqual([0, 0, 0]);
       await expectStoriesAppliedInOrder(t, "t1", accounts);
     } finally {
       await publisher.close();

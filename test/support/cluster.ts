@@ -296,8 +296,13 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** The 3-node cluster of test/cluster (c1..c3@localhost, AMQP 5701-5703). */
-export const cluster = new RabbitNodeSet({ name: "c", nodes: 3, basePort: 5701 });
+/**
+ * The 3-node cluster of test/cluster (c1..c3@localhost, AMQP 5701-5703). TEST_CLUSTER_NAME and
+ * TEST_CLUSTER_PORT pick another set, e.g. to run the cluster tests beside a cluster in use.
+ */
+export const cluster = new RabbitNodeSet({
+  name: process.env.TEST_CLUSTER_NAME || "c", nodes: 3, basePort: Number(process.env.TEST_CLUSTER_PORT || 5701),
+});
 
 /** One node of its own for tests that change broker-wide settings (s1@localhost, AMQP 5711). */
 export const standalone = new RabbitNodeSet({ name: "s", nodes: 1, basePort: 5711 });

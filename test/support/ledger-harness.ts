@@ -45,8 +45,16 @@ interface State {
   remove: () => Promise<void>;
 }
 
+/** Where a test's ledgers run: another broker (a cluster's node list) and partitioned consumption. */
+export interface LedgerTestOptions {
+  /** AMQP_URL of the ledger processes (may list several nodes); the test's own client uses the last. */
+  amqpUrl?: string;
+  /** LEDGER_PARTITIONS of the ledger processes; their partition queues are deleted after each test. */
+  partitions?: number;
+}
+
 /** Registers beforeEach/afterEach in the calling describe block and returns the live context. */
-export function useLedgerTest(kind: LedgerDatabaseKind): LedgerTestContext {
+export function useLedgerTest(kind: LedgerDatabaseKind, options: LedgerTestOptions = {}): LedgerTestContext {
   let state: State | undefined;
   const current = (): State => {
     if (!state) throw new Error("ledger test context used outside a test");
@@ -54,7 +62,7 @@ export function useLedgerTest(kind: LedgerDatabaseKind): LedgerTestContext {
   };
 
   beforeEach(async () => {
-    const broker = await BrokerClient.connect();
+    const broker = await BrokerClient.connect(options.amqpUrl?.split(",").at(-1));
     const queue = randomQueueName();
     const database = await createEmptyDatabase(kind);
     state = { queue, broker, databaseUrl: database.url, remove: database.remove };
@@ -66,7 +74,7 @@ export function useLedgerTest(kind: LedgerDatabaseKind): LedgerTestContext {
     state = undefined;
     await killAllLedgerProcesses();
     if (!s) return;
-    await s.broker.deleteQueues(...ledgerQueueNames(s.queue));
+    await s.broker.deleteQueues(...ledgerQueueNames(s.queue, options.partitions));
     await s.broker.deleteExchanges(...ledgerExchangeNames(s.queue));
     await s.broker.close();
     await s.remove();
@@ -78,7 +86,11 @@ export function useLedgerTest(kind: LedgerDatabaseKind): LedgerTestContext {
     get quarantineQueue() { return `${current().queue}.quarantine`; },
     get databaseUrl() { return current().databaseUrl; },
     get broker() { return current().broker; },
-    start: (options = {}) => LedgerProcess.start({ queue: current().queue, databaseUrl: current().databaseUrl, ...options }),
+    start: (processOptions = {}) => LedgerProcess.start({
+      queue: current().queue, databaseUrl: current().databaseUrl,
+      ...(options.amqpUrl ? { amqpUrl: options.amqpUrl } : {}), ...(options.partitions ? { partitions: options.partitions } : {}),
+      ...processOptions,
+    }),
     tables: () => readLedgerTables(current().databaseUrl),
     async cli() {
       const [balances, quarantine] = await Promise.all([cliBalances(current().databaseUrl), cliQuarantine(current().databaseUrl)]);
