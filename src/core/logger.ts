@@ -1,3 +1,5 @@
+import { redactSecrets } from "./redact-secrets.js";
+
 /** Structured logger: a message and flat fields. Plug pino, winston or console in. */
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;
@@ -9,10 +11,8 @@ export interface Logger {
 export type LogLevel = "debug" | "info" | "warn" | "error" | "silent";
 const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
 
-/** Replaces the password in any URL-looking text, so connection strings never reach a log. */
-export function redactSecrets(text: string): string {
-  return text.replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]*:)[^@\s]*@/gi, "$1***@");
-}
+// Every record passes through it, so connection strings and their passwords never reach a log.
+export { redactSecrets } from "./redact-secrets.js";
 
 /** One JSON object per line on stderr; the default logger. Level from RABBIT_INBOX_LOG_LEVEL. */
 export function createJsonLogger(options: { level?: LogLevel; name?: string; write?: (line: string) => void } = {}): Logger {
