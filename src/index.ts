@@ -4,6 +4,7 @@ export { canonicalJson, fingerprintOf } from "./core/fingerprint.js";
 export type { DeliveryInfo, HandlerContext, InboxHandler, BatchItem, BatchRejection } from "./core/handler.js";
 export type { FaultPoint, PipelineHook } from "./core/hooks.js";
 export { type Logger, type LogLevel, createJsonLogger, silentLogger, redactSecrets } from "./core/logger.js";
+export { escapeControlCharacters, escapeJsonControlCharacters } from "./core/control-characters.js";
 export type { Outcome, OutcomeKind } from "./core/outcome.js";
 export { InboxPipeline, type IncomingMessage, type PipelineOptions, DEFAULT_QUARANTINE_BODY_CAP } from "./core/pipeline.js";
 export { type RetryPolicy, defaultRetryPolicy } from "./core/retry-policy.js";

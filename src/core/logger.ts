@@ -1,3 +1,4 @@
+import { escapeJsonControlCharacters } from "./control-characters.js";
 import { redactSecrets } from "./redact-secrets.js";
 
 /** Structured logger: a message and flat fields. Plug pino, winston or console in. */
@@ -14,7 +15,7 @@ const order: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 
 // Every record passes through it, so connection strings and their passwords never reach a log.
 export { redactSecrets } from "./redact-secrets.js";
 
-/** One JSON object per line on stderr; the default logger. Level from RABBIT_INBOX_LOG_LEVEL. */
+/** One JSON object per line on stderr, without passwords or raw control characters; the default logger. Level from RABBIT_INBOX_LOG_LEVEL. */
 export function createJsonLogger(options: { level?: LogLevel; name?: string; write?: (line: string) => void } = {}): Logger {
   const envLevel = process.env.RABBIT_INBOX_LOG_LEVEL as LogLevel | undefined;
   const level = order[options.level ?? envLevel ?? "info"] ?? order.info;
@@ -23,7 +24,7 @@ export function createJsonLogger(options: { level?: LogLevel; name?: string; wri
     if (order[lvl] < level) return;
     const record: Record<string, unknown> = { time: new Date().toISOString(), level: lvl, logger: options.name ?? "rabbit-inbox", msg: message };
     for (const [key, value] of Object.entries(fields ?? {})) if (!(key in record) && value !== undefined) record[key] = value;
-    write(redactSecrets(JSON.stringify(record, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))));
+    write(escapeJsonControlCharacters(redactSecrets(JSON.stringify(record, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)))));
   };
   return {
     debug: (m, f) => emit("debug", m, f),
