@@ -14,6 +14,7 @@ export type { OutboxRecord, OutboxSource } from "./core/store.js";
 export type { Migration } from "./store/migration.js";
 export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts } from "./amqp/inbox-consumer.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
+export { describeAmqpConnectError } from "./amqp/describe-connect-error.js";
 export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
 export { quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec } from "./amqp/topology.js";
 export { RETRY_ATTEMPT_HEADER } from "./amqp/inbox-consumer.js";
