@@ -4,6 +4,7 @@ export { canonicalJson, fingerprintOf } from "./core/fingerprint.js";
 export type { DeliveryInfo, HandlerContext, InboxHandler, BatchItem, BatchRejection } from "./core/handler.js";
 export type { FaultPoint, PipelineHook } from "./core/hooks.js";
 export { type Logger, type LogLevel, createJsonLogger, silentLogger, redactSecrets } from "./core/logger.js";
+export { escapeControlCharacters, escapeJsonControlCharacters } from "./core/control-characters.js";
 export type { Outcome, OutcomeKind } from "./core/outcome.js";
 export { InboxPipeline, type IncomingMessage, type PipelineOptions, DEFAULT_QUARANTINE_BODY_CAP } from "./core/pipeline.js";
 export { type RetryPolicy, defaultRetryPolicy } from "./core/retry-policy.js";
@@ -15,6 +16,7 @@ export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts, type Part
 export { type BrokerUrls, BrokerConnector, type BrokerLink, brokerUrlList, brokerNodeLabel } from "./amqp/broker-connection.js";
 export { assignPartitions } from "./amqp/partition-assignment.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
+export { describeAmqpConnectError } from "./amqp/describe-connect-error.js";
 export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
 export {
   quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec,

@@ -2,10 +2,15 @@
  * `npm run --silent ledger -- balances [--json]` and `... quarantine [--json]`.
  * Both honour DATABASE_URL like the service.
  */
-import { createJsonLogger, describeError, redactSecrets } from "../../src/index.js";
+import { createJsonLogger, describeError, escapeControlCharacters, escapeJsonControlCharacters, redactSecrets } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 
 const USAGE = "usage: ledger <balances|quarantine> [--json]";
+
+// Tenants, account ids, event ids and details come from messages: shown inert, never as
+// terminal control sequences.
+const printText = (text: string) => console.log(escapeControlCharacters(text));
+const printJson = (value: unknown) => console.log(escapeJsonControlCharacters(JSON.stringify(value)));
 
 async function main(argv: string[]): Promise<number> {
   const json = argv.includes("--json");
@@ -20,15 +25,16 @@ async function main(argv: string[]): Promise<number> {
   try {
     if (command === "balances") {
       const rows = await db.balances();
-      if (json) console.log(JSON.stringify(rows));
-      else if (rows.length === 0) console.log("no accounts");
-      else for (const r of rows) console.log(`${r.tenant}\t${r.account_id}\t${r.balance_cents}`);
+      if (json) printJson(rows);
+      else if (rows.length === 0) printText("no accounts");
+      else for (const r of rows) printText(`${r.tenant}\t${r.account_id}\t${r.balance_cents}`);
     } else {
       const entries = (await db.store.listQuarantine({ handler: "ledger", limit: 100_000 })).reverse();
-      const rows = entries.map((e) => ({ tenant: e.tenant, event_id: e.eventId, reason: e.reason }));
-      if (json) console.log(JSON.stringify(rows));
-      else if (entries.length === 0) console.log("quarantine is empty");
-      else for (const e of entries) console.log(`#${e.id}\t${e.reason}\t${e.tenant ?? "-"}\t${e.eventId ?? "-"}\tx${e.occurrences}\t${e.detail}`);
+      // `id` is the entry id that `rabbit-inbox quarantine show|replay|discard` take.
+      const rows = entries.map((e) => ({ id: e.id, tenant: e.tenant, event_id: e.eventId, reason: e.reason }));
+      if (json) printJson(rows);
+      else if (entries.length === 0) printText("quarantine is empty");
+      else for (const e of entries) printText(`#${e.id}\t${e.reason}\t${e.tenant ?? "-"}\t${e.eventId ?? "-"}\tx${e.occurrences}\t${e.detail}`);
     }
   } finally {
     await db.close();
@@ -39,7 +45,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    console.error(`ledger: ${redactSecrets(describeError(error))}`);
+    console.error(`ledger: ${escapeControlCharacters(redactSecrets(describeError(error)))}`);
     process.exit(1);
   },
 );

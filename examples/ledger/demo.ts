@@ -91,6 +91,12 @@ async function main(): Promise<number> {
   const env = `DATABASE_URL='${shownDatabase}'`;
   indent(`${env} npm run --silent ledger -- balances`);
   indent(`${env} npm run --silent ledger -- quarantine`);
+  if (!given) {
+    // Every run makes a new file: say so, or ./data quietly fills up with them.
+    say();
+    say(`The demo leaves ${shownDatabase} behind for that; remove it with \`rm ${shownDatabase}*\`,`);
+    say("or every demo's file with `rm data/demo-*.sqlite*`.");
+  }
   return failed === 0 ? 0 : 1;
 }
 

@@ -496,7 +496,7 @@ export function headerText(message: GetMessage, name: string): string | undefine
 // The CLI and the tables
 
 export interface CliBalance { tenant: string; account_id: string; balance_cents: number }
-export interface CliQuarantine { tenant: string | null; event_id: string | null; reason: string }
+export interface CliQuarantine { id: number; tenant: string | null; event_id: string | null; reason: string }
 
 /** Runs `npm run --silent ledger -- <args>` with DATABASE_URL; rejects on a non-zero exit. */
 export function runLedgerCli(args: readonly string[], databaseUrl: string): Promise<string> {

@@ -21,10 +21,26 @@
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
-import { InboxConsumer, OutboxRelay, createJsonLogger, describeError, faultInjection, parseFaultSpec, redactSecrets } from "../../src/index.js";
+import {
+  InboxConsumer, InboxError, OutboxRelay, createJsonLogger, describeAmqpConnectError, describeError, faultInjection, parseFaultSpec, redactSecrets,
+} from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 
 const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
+
+/**
+ * Runs one step of the start, so that a failure says which service it concerns: "connect
+ * ECONNREFUSED 127.0.0.1:5699" alone does not tell the broker from the database.
+ */
+async function step<T>(what: string, work: () => Promise<T>, describe: (error: unknown) => string = describeError): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    // A configuration error already says what is wrong with which setting.
+    if (error instanceof InboxError && error.kind === "config") throw error;
+    throw new Error(`${what}: ${describe(error)}`, { cause: error });
+  }
+}
 
 function positiveInt(name: string, fallback: number): number {
   const text = process.env[name];
@@ -63,7 +79,12 @@ async function main(): Promise<void> {
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
 
   const balanceChangedExchange = `${queue}.balance-changed`;
-  const db = await openLedgerDatabase(process.env.DATABASE_URL, logger, { balanceChangedExchange });
+  const databaseUrl = process.env.DATABASE_URL;
+  const db = await step(`database (DATABASE_URL=${redactSecrets(databaseUrl || "./data/ledger.sqlite")})`,
+    () => openLedgerDatabase(databaseUrl, logger, { balanceChangedExchange }),
+    (error) => (/^invalid url$/i.test(describeError(error))
+      ? "DATABASE_URL is not a valid URL: percent-encode @ : / ? # in the user or password (%40 %3A %2F %3F %23)"
+      : describeError(error)));
   const relay = db.outbox
     ? new OutboxRelay({
       url: amqpUrl, store: db.outbox, logger,
@@ -98,8 +119,9 @@ async function main(): Promise<void> {
   process.on("SIGTERM", () => shutdown("SIGTERM"));
   process.on("SIGINT", () => shutdown("SIGINT"));
   // The relay first: the exchange exists before the first event is consumed.
-  await relay?.start();
-  await consumer.start();
+  const broker = `RabbitMQ (AMQP_URL=${redactSecrets(amqpUrl)})`;
+  await step(broker, async () => { await relay?.start(); }, (error) => describeAmqpConnectError(error, amqpUrl));
+  await step(broker, () => consumer.start(), (error) => describeAmqpConnectError(error, amqpUrl));
   const source = partitions ? `${queue} (${partitions} partitions, holding ${consumer.heldPartitions.join(",") || "none yet"})` : queue;
   console.log(`ledger: consuming ${source} from ${redactSecrets(amqpUrl)} into ${db.description}${fault ? ` (fault ${faultText})` : ""}`);
 }

@@ -1,7 +1,8 @@
 import amqp from "amqplib";
 import type { ChannelModel } from "amqplib";
-import { BrokerUnreachableError, InboxConfigError, describeError } from "../core/errors.js";
+import { BrokerUnreachableError, InboxConfigError } from "../core/errors.js";
 import { redactSecrets } from "../core/logger.js";
+import { describeAmqpConnectError } from "./describe-connect-error.js";
 
 /**
  * Where the broker is: one AMQP URL, several (the nodes of a cluster), or one string listing
@@ -91,7 +92,7 @@ export class BrokerConnector {
         this.next = (index + 1) % count;
         return { connection, node: brokerNodeLabel(url) };
       } catch (error) {
-        failures.push(`${brokerNodeLabel(url)}: ${redactSecrets(explainConnectFailure(error))}`);
+        failures.push(`${brokerNodeLabel(url)}: ${redactSecrets(describeAmqpConnectError(error, url))}`);
       }
     }
     // Next time, start over from the node after the one tried first, so nodes take turns.
@@ -101,14 +102,4 @@ export class BrokerConnector {
       count === 1 ? `cannot connect to the RabbitMQ broker at ${failures[0]}` : `cannot connect to any of the ${count} RabbitMQ nodes: ${failures.join("; ")}`,
     );
   }
-}
-
-/** amqplib's handshake failures say little; name the usual causes. */
-function explainConnectFailure(error: unknown): string {
-  const text = describeError(error);
-  if (/ConnectionClose/.test(text) && /ConnectionOpenOk/.test(text)) {
-    return `${text} (the broker refused to open the connection: usually the vhost does not exist or the user has no access to it)`;
-  }
-  if (/ACCESS_REFUSED|403/.test(text)) return `${text} (wrong user name or password)`;
-  return text;
 }

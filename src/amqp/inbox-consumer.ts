@@ -620,6 +620,10 @@ export class InboxConsumer<E, Tx> {
         persistent: true,
         ...(message.properties.contentType ? { contentType: message.properties.contentType as string } : {}),
         ...(message.properties.messageId ? { messageId: message.properties.messageId as string } : {}),
+        // The copy keeps what an operator needs to read and replay the original.
+        ...(message.properties.contentEncoding ? { contentEncoding: message.properties.contentEncoding as string } : {}),
+        ...(message.properties.type ? { type: message.properties.type as string } : {}),
+        ...(message.properties.timestamp !== undefined ? { timestamp: message.properties.timestamp as number } : {}),
         headers: {
           ...message.properties.headers,
           "x-rabbit-inbox-reason": outcome.reason,

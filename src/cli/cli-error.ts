@@ -1,4 +1,5 @@
 import { CommanderError } from "commander";
+import { escapeControlCharacters } from "../core/control-characters.js";
 import { InboxError, describeError } from "../core/errors.js";
 import { redactSecrets } from "../core/logger.js";
 import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
@@ -24,8 +25,8 @@ export function exitCodeOf(error: unknown): number {
   return 1;
 }
 
-/** One line, no credentials, no stack: what went wrong and, where the message says it, the fix. */
+/** One line, no credentials, no control characters, no stack: what went wrong and, where the message says it, the fix. */
 export function errorLine(error: unknown): string {
-  const text = redactSecrets(describeError(error)).replace(/\s*\n\s*/g, " ").trim();
+  const text = escapeControlCharacters(redactSecrets(describeError(error)).replace(/\s*\n\s*/g, " ").trim());
   return `rabbit-inbox: ${text || "failed"}`;
 }

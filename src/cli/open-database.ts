@@ -37,11 +37,11 @@ export async function openDatabase(url: string, options: { create?: boolean } = 
   // Library logs would interleave with the command's output; only real trouble is shown.
   const logger: Logger = createJsonLogger({ name: "rabbit-inbox", level: "error" });
   if (/^postgres(ql)?:\/\//i.test(url)) {
-    const store = await PostgresStore.connect(url, { logger, poolSize: 4 });
+    const store = await PostgresStore.connect(url, { logger, poolSize: 4 }).catch((error: unknown) => { throw namedUrlError(error, url); });
     return { store, operations: store.operations(), description: `postgres ${redactSecrets(url)}`, close: () => store.close() };
   }
   if (/^(mysql|mariadb):\/\//i.test(url)) {
-    const store = await MysqlStore.connect(url.replace(/^mariadb:/i, "mysql:"), { logger, poolSize: 4 });
+    const store = await MysqlStore.connect(url.replace(/^mariadb:/i, "mysql:"), { logger, poolSize: 4 }).catch((error: unknown) => { throw namedUrlError(error, url); });
     return { store, operations: store.operations(), description: `mysql ${redactSecrets(url)}`, close: () => store.close() };
   }
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url) && !/^(sqlite|file):/i.test(url)) {
@@ -56,11 +56,28 @@ export async function openDatabase(url: string, options: { create?: boolean } = 
   return { store, operations: store.operations(), description: `sqlite ${file}`, close: () => store.close() };
 }
 
+/**
+ * A URL the driver cannot parse ("Invalid URL", usually an unencoded character in the password)
+ * as a usage error that names where the URL came from; any other error as it is.
+ */
+export function namedUrlError(error: unknown, url: string): unknown {
+  let invalid = false;
+  for (let e: unknown = error, depth = 0; e && depth < 5 && !invalid; e = (e as { cause?: unknown }).cause, depth++) {
+    invalid = (e as { code?: unknown }).code === "ERR_INVALID_URL" || (e instanceof Error && /^invalid url$/i.test(e.message));
+  }
+  if (!invalid) return error;
+  const source = process.env.DATABASE_URL?.trim() === url ? "DATABASE_URL" : "--database-url";
+  return new CliError(`${source} is not a valid URL (${redactSecrets(url)}): percent-encode @ : / ? # in the user or password (%40 %3A %2F %3F %23)`, 2);
+}
+
 /** Runs `work` with the database open, and always closes it. */
 export async function withDatabase<T>(url: string, work: (db: OpenedDatabase) => Promise<T>, options: { create?: boolean } = {}): Promise<T> {
   const db = await openDatabase(url, options);
   try {
     return await work(db);
+  } catch (error) {
+    // node-postgres parses its URL only when the pool opens its first connection.
+    throw namedUrlError(error, url);
   } finally {
     await db.close();
   }

@@ -1,12 +1,16 @@
+import { escapeControlCharacters } from "../core/control-characters.js";
 import { canonicalJson } from "../core/fingerprint.js";
 
 const MAX_LINES = 1500;
 
-/** A payload as lines: canonical JSON (sorted keys), indented; text as it is. */
+/**
+ * A payload as lines: canonical JSON (sorted keys), indented; text as it is. Control characters
+ * come out escaped here, before the columns are measured, so that a side-by-side view lines up.
+ */
 export function payloadLines(payload: { json: true; value: unknown } | { json: false; text: string } | null): string[] {
   if (payload === null) return [];
-  if (!payload.json) return payload.text.split("\n");
-  return JSON.stringify(JSON.parse(canonicalJson(payload.value)), null, 2).split("\n");
+  if (!payload.json) return payload.text.split("\n").map(escapeControlCharacters);
+  return JSON.stringify(JSON.parse(canonicalJson(payload.value)), null, 2).split("\n").map(escapeControlCharacters);
 }
 
 /**

@@ -1,3 +1,4 @@
+import { firstDuplicateKey } from "./duplicate-keys.js";
 import { InvalidEventError } from "./errors.js";
 
 /** Limits applied to every message body before any handler code sees it. */
@@ -33,17 +34,16 @@ function escapeControls(text: string): string {
 /**
  * Decodes a message body into a plain JSON object, refusing anything a handler should never
  * have to defend against: non-JSON content types, compressed bodies, invalid UTF-8, oversize or
- * too deeply nested documents, prototype-pollution keys and NUL characters (which PostgreSQL
- * text cannot store). Throws InvalidEventError with a readable detail.
+ * too deeply nested documents, duplicate keys, prototype-pollution keys and NUL characters
+ * (which PostgreSQL text cannot store). Throws InvalidEventError with a readable detail.
  */
 export function decodeJsonBody(
   body: Buffer,
   properties: { contentType?: string | undefined; contentEncoding?: string | undefined },
   limits: DecodeLimits = defaultDecodeLimits,
 ): Record<string, unknown> {
-  const contentType = properties.contentType?.toLowerCase().trim();
-  if (contentType && !contentType.includes("json") && !contentType.startsWith("text/plain")) {
-    throw new InvalidEventError(`content type ${JSON.stringify(properties.contentType)} is not JSON`);
+  if (properties.contentType && !isJsonContentType(properties.contentType)) {
+    throw new InvalidEventError(`content type ${JSON.stringify(properties.contentType)} is not JSON (use application/json)`);
   }
   const encoding = properties.contentEncoding?.toLowerCase().trim();
   if (encoding && encoding !== "identity" && encoding !== "utf-8" && encoding !== "utf8") {
@@ -70,7 +70,22 @@ export function decodeJsonBody(
     throw new InvalidEventError(`body must be a JSON object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
   }
   if (!isValidFlatObject(value, limits)) checkShape(value, limits);
+  const duplicate = firstDuplicateKey(text);
+  if (duplicate !== null) {
+    throw new InvalidEventError(`body has the key ${JSON.stringify(escapeControls(duplicate))} twice in one object: parsers disagree on which value counts`);
+  }
   return value as Record<string, unknown>;
+}
+
+/**
+ * The media types taken for JSON: `application/json`, any `+json` type
+ * (`application/cloudevents+json`), `text/json` and `text/plain` (what command-line publishers
+ * send), with or without parameters (`; charset=utf-8`). Not every type that merely contains
+ * "json": `application/jsonp` is JavaScript, `application/json-seq` is a sequence of documents.
+ */
+export function isJsonContentType(contentType: string): boolean {
+  const mediaType = contentType.split(";")[0]!.trim().toLowerCase();
+  return mediaType === "application/json" || mediaType === "text/json" || mediaType === "text/plain" || /^[a-z0-9!#$&^_.-]+\/[a-z0-9!#$&^_.+-]+\+json$/.test(mediaType);
 }
 
 /**

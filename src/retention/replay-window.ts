@@ -8,6 +8,13 @@ import { RetentionGuardError } from "./retention-guard-error.js";
  */
 export const MINIMUM_REPLAY_WINDOW_MS = 86_400_000;
 
+/**
+ * The longest replay window accepted: 100 years. Longer is a typo (`99999999d`), and its horizon
+ * (now minus the window) would lie before the year 1, which the databases refuse with an error
+ * about dates instead of one about the window.
+ */
+export const MAXIMUM_REPLAY_WINDOW_MS = 36_500 * 86_400_000;
+
 /** Environment variable the `rabbit-inbox` command reads the replay window from. */
 export const REPLAY_WINDOW_ENV = "RABBIT_INBOX_REPLAY_WINDOW";
 
@@ -30,10 +37,16 @@ export function resolveReplayWindow(sources: ReadonlyArray<{ source: string; val
   );
 }
 
-/** Refuses a window shorter than the minimum unless forced. */
+/** Refuses a window shorter than the minimum unless forced, and one longer than the maximum. */
 export function checkReplayWindow(windowMs: number, options: { force?: boolean; minimumMs?: number } = {}): void {
   const minimum = options.minimumMs ?? MINIMUM_REPLAY_WINDOW_MS;
   if (!Number.isSafeInteger(windowMs) || windowMs < 0) throw new RetentionGuardError(`replay window must be a duration of 0 or more, got ${windowMs} ms`);
+  if (windowMs > MAXIMUM_REPLAY_WINDOW_MS) {
+    throw new RetentionGuardError(
+      `replay window ${formatDuration(windowMs)} is longer than the maximum of ${formatDuration(MAXIMUM_REPLAY_WINDOW_MS)} (100 years): ` +
+      "check the number and its unit (e.g. 14d, 36h)",
+    );
+  }
   if (windowMs < minimum && !options.force) {
     throw new RetentionGuardError(
       `replay window ${formatDuration(windowMs)} is shorter than the minimum of ${formatDuration(minimum)}: ` +

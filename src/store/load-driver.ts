@@ -11,8 +11,15 @@ export async function loadDriver<T>(name: string, purpose: string): Promise<T> {
   } catch (cause) {
     const code = (cause as { code?: string }).code;
     if (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") {
-      throw new InboxConfigError(`${purpose} needs the "${name}" package: npm install ${name}`, { cause });
+      const pkg = packageOf(name);
+      throw new InboxConfigError(`${purpose} needs the "${pkg}" package: npm install ${pkg}`, { cause });
     }
     throw cause;
   }
+}
+
+/** The package a module specifier belongs to: `mysql2/promise` -> `mysql2`, `@prisma/client/x` -> `@prisma/client`. */
+export function packageOf(specifier: string): string {
+  const parts = specifier.split("/");
+  return specifier.startsWith("@") ? parts.slice(0, 2).join("/") : parts[0]!;
 }

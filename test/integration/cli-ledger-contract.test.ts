@@ -62,7 +62,7 @@ describe.each(["postgres", "sqlite", "mysql"] as const)("ledger contract on %s: 
     expect(ledger.settled()).toMatchObject({ applied: 3, quarantined: 1 });
 
     expect(await cliBalances(databaseUrl)).toEqual([{ tenant: "t1", account_id: "a", balance_cents: 150 }]);
-    expect(await cliQuarantine(databaseUrl)).toEqual([{ tenant: "t1", event_id: "e-1", reason: "stale" }]);
+    expect(await cliQuarantine(databaseUrl)).toEqual([{ id: expect.any(Number), tenant: "t1", event_id: "e-1", reason: "stale" }]);
     const tables = await readLedgerTables(databaseUrl);
     expect(tables.inbox.map((r) => r.event_id)).toEqual(["e-2"]);
     expect(await ledger.stop()).toBe(0);

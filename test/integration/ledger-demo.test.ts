@@ -56,6 +56,8 @@ describe("npm run demo", () => {
     if (file) cleanups.push(() => Promise.all(["", "-wal", "-shm"].map((s) => rm(join(REPO_ROOT, file + s), { force: true }))).then(() => undefined));
     await expectCleanRun(run);
     expect(file).toBeDefined();
+    // It says that it leaves the file behind, and how to remove it.
+    expect(run.stdout).toContain(`The demo leaves ${file!} behind for that; remove it with \`rm ${file!}*\``);
     // What the demo claims is what the ledger CLI reads from that file.
     expect(await cliBalances(file!)).toEqual([{ tenant: "t1", account_id: "alice", balance_cents: 350 }]);
     expect((await cliQuarantine(file!)).map((q) => q.reason).sort()).toEqual(["account_missing", "conflict", "invalid"]);
@@ -69,6 +71,8 @@ describe("npm run demo", () => {
     const tenant = /tenant {4}(demo-[0-9a-f]+)/.exec(run.stdout)?.[1];
     expect(tenant).toBeDefined();
     expect(await cliBalances(schema.url)).toEqual([{ tenant, account_id: "alice", balance_cents: 350 }]);
+    // A database of the user's own is not the demo's to remove: no such advice.
+    expect(run.stdout).not.toContain("The demo leaves");
   });
 
   it("says in one line that the broker is unreachable and how to start it, and exits 1", async () => {

@@ -20,7 +20,7 @@ describe.each(LEDGER_DATABASES)("ledger quarantine on %s", (kind) => {
 
     const [{ balances, quarantine }, tables] = await Promise.all([t.cli(), t.tables()]);
     expect(balances).toEqual([{ tenant: "t1", account_id: "a", balance_cents: 100 }]);
-    expect(quarantine).toEqual([{ tenant: "t1", event_id: "e-2", reason: "conflict" }]);
+    expect(quarantine).toEqual([{ id: expect.any(Number), tenant: "t1", event_id: "e-2", reason: "conflict" }]);
 
     // One dedup row, holding the first payload's fingerprint; the quarantine row has both.
     const inboxRow = tables.inbox.find((r) => r.event_id === "e-2");
@@ -69,7 +69,7 @@ describe.each(LEDGER_DATABASES)("ledger quarantine on %s", (kind) => {
     expect(balances).toEqual([{ tenant: "t1", account_id: "a", balance_cents: 0 }]);
     // The pipeline records an identity only for events that parse: the invalid ones carry none.
     expect(quarantine.map((q) => q.reason).sort()).toEqual(["account_missing", "invalid", "invalid"]);
-    expect(quarantine).toContainEqual({ tenant: "t1", event_id: "e-missing", reason: "account_missing" });
+    expect(quarantine).toContainEqual({ id: expect.any(Number), tenant: "t1", event_id: "e-missing", reason: "account_missing" });
     // Nothing applied: only the opening has a dedup row and no account "nobody" exists.
     expect(tables.inbox.map((r) => r.event_id)).toEqual(["e-open"]);
     expect(tables.accounts.map((r) => r.account_id)).toEqual(["a"]);

@@ -146,3 +146,23 @@ describe("DeferredBegin with PreparedStatements (a named first statement)", () =
     expect(statements.enabled).toBe(true);
   });
 });
+
+describe("inlineParameters replaces parameters only, never text that looks like one", () => {
+  it("leaves $n inside quoted identifiers, string literals, dollar quotes, comments and identifiers", () => {
+    expect(inline('INSERT INTO "inbox$2".t (a, b) VALUES ($1, $2)', ["t1", "e1"])).toBe(`INSERT INTO "inbox$2".t (a, b) VALUES ('t1', 'e1')`);
+    expect(inline('SELECT "a""$1""" , $1', ["v"])).toBe(`SELECT "a""$1""" , 'v'`);
+    expect(inline("SELECT '$1', 'it''s $2', $2", ["x", "y"])).toBe("SELECT '$1', 'it''s $2', 'y'");
+    expect(inline("SELECT E'\\'$1', $1", ["v"])).toBe("SELECT E'\\'$1', 'v'");
+    expect(inline("SELECT $$ $1 $$, $body$ $2 $body$, $1", ["v", "w"])).toBe("SELECT $$ $1 $$, $body$ $2 $body$, 'v'");
+    expect(inline("SELECT $1 -- not $2\n, $2 /* nor $1 /* nested $2 */ $1 */", ["v", "w"])).toBe("SELECT 'v' -- not $2\n, 'w' /* nor $1 /* nested $2 */ $1 */");
+    expect(inline("SELECT inbox$2.col, $1", ["v"])).toBe("SELECT inbox$2.col, 'v'");
+    expect(inline("SELECT $1::text[], $10", ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"])).toBe("SELECT 'a'::text[], 'j'");
+  });
+
+  it("refuses text it cannot read (an unterminated quote or comment): the statement goes with its parameters", () => {
+    expect(inline("SELECT 'open $1", ["v"])).toBeNull();
+    expect(inline('SELECT "open $1', ["v"])).toBeNull();
+    expect(inline("SELECT $tag$ open $1", ["v"])).toBeNull();
+    expect(inline("SELECT /* open $1", ["v"])).toBeNull();
+  });
+});

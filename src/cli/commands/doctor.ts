@@ -2,9 +2,10 @@ import amqp from "amqplib";
 import type { ChannelModel } from "amqplib";
 import { Command, Option } from "commander";
 import { InboxError, describeError } from "../../core/errors.js";
+import { describeAmqpConnectError } from "../../amqp/describe-connect-error.js";
 import { redactSecrets } from "../../core/logger.js";
 import { CliError } from "../cli-error.js";
-import { type OpenedDatabase, databaseUrlFrom, openDatabase, schemaState } from "../open-database.js";
+import { type OpenedDatabase, databaseUrlFrom, namedUrlError, openDatabase, schemaState } from "../open-database.js";
 import { amqpUrlFrom, amqpUrlOption, databaseUrlOption, jsonOption } from "../options.js";
 import { printJson, printLine } from "../output.js";
 
@@ -80,8 +81,9 @@ async function databaseChecks(url: string): Promise<DoctorCheck[]> {
           detail: `${held} entr${held === 1 ? "y" : "ies"} held${hold ? `; the oldest (#${hold.quarantineId}, ${hold.reason}) keeps dedup records from ${hold.holdFrom.toISOString()} out of cleanup` : ""}`,
           fix: "rabbit-inbox quarantine list, then replay or discard each entry",
         });
-  } catch (error) {
-    const unreachable = error instanceof InboxError && error.kind === "connection";
+  } catch (caught) {
+    const error = namedUrlError(caught, url);
+    const unreachable = (error instanceof InboxError && error.kind === "connection") || error instanceof CliError;
     checks.push({
       check: "database", status: "fail", detail: `${db.description}: ${redactSecrets(describeError(error))}`,
       fix: unreachable
@@ -105,7 +107,7 @@ async function brokerChecks(options: DoctorOptions): Promise<DoctorCheck[]> {
     connection.on("error", () => undefined);
   } catch (error) {
     return [{
-      check: "broker", status: "fail", detail: `cannot connect to ${redactSecrets(url)}: ${redactSecrets(describeError(error))}`,
+      check: "broker", status: "fail", detail: `cannot connect to ${redactSecrets(url)}: ${redactSecrets(describeAmqpConnectError(error, url))}`,
       fix: "check --amqp-url / AMQP_URL (user, password, vhost), and that RabbitMQ is running (rabbitmq-server -detached)",
     }];
   }

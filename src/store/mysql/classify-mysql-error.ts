@@ -1,6 +1,7 @@
 import {
   CommitOutcomeUnknownError, InboxError, PermanentEventError, TransientStoreError, describeError,
 } from "../../core/errors.js";
+import { neverConnected } from "../never-connected.js";
 
 /**
  * Server error numbers after which running the whole transaction again can succeed. 1213 has
@@ -115,7 +116,8 @@ export function classifyMysqlError(error: unknown, duringCommit = false): unknow
     if (duringCommit) {
       return new CommitOutcomeUnknownError(`connection lost during COMMIT: ${describeError(error)}`, { cause: error });
     }
-    return new TransientStoreError(`MySQL connection lost: ${describeError(error)}`, { cause: error, kind: "connection" });
+    const what = neverConnected(error) ? "cannot connect to MySQL" : "MySQL connection lost";
+    return new TransientStoreError(`${what}: ${describeError(error)}`, { cause: error, kind: "connection" });
   }
   if (isMysqlContention(error)) {
     return new TransientStoreError(`${label}: ${describeError(error)}`, { cause: error });

@@ -1,6 +1,7 @@
 import {
   CommitOutcomeUnknownError, InboxError, PermanentEventError, TransientStoreError, describeError,
 } from "../../core/errors.js";
+import { neverConnected } from "../never-connected.js";
 
 /** SQLSTATEs after which running the whole transaction again can succeed. */
 const CONTENTION = new Set([
@@ -42,7 +43,8 @@ export function classifyPostgresError(error: unknown, duringCommit = false): unk
     if (duringCommit) {
       return new CommitOutcomeUnknownError(`connection lost during COMMIT: ${describeError(error)}`, { cause: error });
     }
-    return new TransientStoreError(`PostgreSQL connection lost: ${describeError(error)}`, { cause: error, kind: "connection" });
+    const what = neverConnected(error) ? "cannot connect to PostgreSQL" : "PostgreSQL connection lost";
+    return new TransientStoreError(`${what}: ${describeError(error)}`, { cause: error, kind: "connection" });
   }
   if (code !== undefined && CONTENTION.has(code)) {
     return new TransientStoreError(`PostgreSQL ${code}: ${describeError(error)}`, { cause: error });

@@ -103,21 +103,137 @@ export class DeferredBegin<C extends PgClient> {
 }
 
 /**
- * The statement with `$n` replaced by quoted literals, or null when a parameter is not plain
- * text (a string, a finite number, null, or an array of strings) or holds a NUL. Quoting follows
+ * The statement with its `$n` parameters replaced by quoted literals, or null when a parameter is
+ * not plain text (a string, a finite number, null, or an array of strings) or holds a NUL, or
+ * when the text cannot be read (an unterminated quote or comment). Quoting follows
  * node-postgres's escapeLiteral: quotes doubled, and `E'...'` with doubled backslashes when the
  * text holds a backslash, which reads the same whatever standard_conforming_strings says.
+ *
+ * Only real parameters are replaced: a `$2` inside a quoted identifier (a schema named
+ * `inbox$2`), a string literal, a dollar-quoted body, a comment or an unquoted identifier is
+ * text, and stays as it is. Replacing it would put a value from a message into the SQL text.
  */
 export function inlineParameters(statement: PgStatement): string | null {
   const literals = literalsOf(statement.values);
   if (literals === null) return null;
-  let failed = false;
-  const text = statement.text.replace(/\$(\d+)/g, (_match, n: string) => {
-    const literal = literals[Number(n) - 1];
-    if (literal === undefined) failed = true;
-    return literal ?? "";
-  });
-  return failed ? null : text;
+  const parameters = cachedParameterPositions(statement.text);
+  if (parameters === null) return null;
+  let text = "";
+  let from = 0;
+  for (const { start, end, index } of parameters) {
+    const literal = literals[index - 1];
+    if (literal === undefined) return null;
+    text += statement.text.slice(from, start) + literal;
+    from = end;
+  }
+  return text + statement.text.slice(from);
+}
+
+interface ParameterPosition { start: number; end: number; index: number }
+
+/**
+ * The inbox sends the same few statement texts in every transaction: each is read once. Bounded,
+ * in case a caller builds texts on the fly.
+ */
+const positionsByText = new Map<string, ParameterPosition[] | null>();
+const MAX_CACHED_TEXTS = 512;
+
+function cachedParameterPositions(sql: string): ParameterPosition[] | null {
+  let positions = positionsByText.get(sql);
+  if (positions === undefined) {
+    positions = parameterPositions(sql);
+    if (positionsByText.size >= MAX_CACHED_TEXTS) positionsByText.clear();
+    positionsByText.set(sql, positions);
+  }
+  return positions;
+}
+
+const IDENTIFIER_START = /[A-Za-z_\u0080-\uffff]/;
+const IDENTIFIER_PART = /[A-Za-z0-9_$\u0080-\uffff]/;
+const DOLLAR_TAG = /^\$(?:[A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$/;
+
+/**
+ * Where the `$n` parameters of a PostgreSQL statement are, read the way the server's lexer reads
+ * it: string literals ('...', E'...' with backslash escapes), quoted identifiers ("..."),
+ * dollar-quoted text ($$...$$, $tag$...$tag$), comments (-- and nested slash-star) and unquoted
+ * identifiers (which may hold `$`) are skipped. Null when one of them does not end.
+ */
+function parameterPositions(sql: string): ParameterPosition[] | null {
+  const found: ParameterPosition[] = [];
+  let i = 0;
+  while (i < sql.length) {
+    const c = sql[i]!;
+    if (c === "'") {
+      const escapes = i > 0 && (sql[i - 1] === "E" || sql[i - 1] === "e") && !IDENTIFIER_PART.test(sql[i - 2] ?? " ");
+      const end = endOfQuoted(sql, i, "'", escapes);
+      if (end < 0) return null;
+      i = end;
+    } else if (c === '"') {
+      const end = endOfQuoted(sql, i, '"', false);
+      if (end < 0) return null;
+      i = end;
+    } else if (c === "-" && sql[i + 1] === "-") {
+      const newline = sql.indexOf("\n", i);
+      i = newline < 0 ? sql.length : newline + 1;
+    } else if (c === "/" && sql[i + 1] === "*") {
+      const end = endOfBlockComment(sql, i);
+      if (end < 0) return null;
+      i = end;
+    } else if (c === "$") {
+      const digits = /^\$(\d+)/.exec(sql.slice(i, i + 12));
+      if (digits) {
+        found.push({ start: i, end: i + digits[0].length, index: Number(digits[1]) });
+        i += digits[0].length;
+        continue;
+      }
+      const tag = DOLLAR_TAG.exec(sql.slice(i, i + 64));
+      if (!tag) { i++; continue; }
+      const close = sql.indexOf(tag[0], i + tag[0].length);
+      if (close < 0) return null;
+      i = close + tag[0].length;
+    } else if (IDENTIFIER_START.test(c)) {
+      i++;
+      while (i < sql.length && IDENTIFIER_PART.test(sql[i]!)) i++;
+    } else if (/[0-9]/.test(c)) {
+      // A number, so that `1$2`-like text is never mistaken for a parameter after it.
+      while (i < sql.length && /[0-9.eE]/.test(sql[i]!)) i++;
+    } else {
+      i++;
+    }
+  }
+  return found;
+}
+
+/** Index just past the closing quote of a quoted run starting at `open` (doubled quotes stay inside), or -1. */
+function endOfQuoted(sql: string, open: number, quote: string, backslashEscapes: boolean): number {
+  let i = open + 1;
+  while (i < sql.length) {
+    const c = sql[i]!;
+    if (backslashEscapes && c === "\\") { i += 2; continue; }
+    if (c === quote) {
+      if (sql[i + 1] === quote) { i += 2; continue; }
+      return i + 1;
+    }
+    i++;
+  }
+  return -1;
+}
+
+/** Index just past a (possibly nested) block comment starting at `open`, or -1. */
+function endOfBlockComment(sql: string, open: number): number {
+  let depth = 0;
+  let i = open;
+  while (i < sql.length) {
+    if (sql[i] === "/" && sql[i + 1] === "*") { depth++; i += 2; continue; }
+    if (sql[i] === "*" && sql[i + 1] === "/") {
+      depth--;
+      i += 2;
+      if (depth === 0) return i;
+      continue;
+    }
+    i++;
+  }
+  return -1;
 }
 
 /** Characters an element of an array literal must escape inside its double quotes. */

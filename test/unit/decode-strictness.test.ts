@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import { decodeJsonBody, isJsonContentType } from "../../src/core/decode.js";
+import { firstDuplicateKey } from "../../src/core/duplicate-keys.js";
+import { InvalidEventError } from "../../src/core/errors.js";
+
+const decode = (body: string, contentType = "application/json") => decodeJsonBody(Buffer.from(body, "utf8"), { contentType });
+
+function refusal(body: string, contentType?: string): string {
+  try {
+    decode(body, contentType);
+  } catch (error) {
+    expect(error).toBeInstanceOf(InvalidEventError);
+    return (error as Error).message;
+  }
+  throw new Error(`accepted ${body} (${contentType})`);
+}
+
+describe("content type", () => {
+  it.each(["application/json", "Application/JSON; charset=utf-8", "application/cloudevents+json", "application/vnd.acme.event.v2+json", "text/json", "text/plain", "text/plain; charset=utf-8"])(
+    "accepts %s", (type) => {
+      expect(isJsonContentType(type)).toBe(true);
+      expect(decode('{"a":1}', type)).toEqual({ a: 1 });
+    });
+
+  it.each(["application/jsonp", "application/x-not-json-really", "application/json-seq", "json", "text/javascript; note=json", "application/xml", "application/octet-stream", "application/+json"])(
+    "refuses %s", (type) => {
+      expect(isJsonContentType(type)).toBe(false);
+      expect(refusal('{"a":1}', type)).toMatch(/content type .* is not JSON/);
+    });
+});
+
+describe("duplicate keys", () => {
+  it.each([
+    ['{"delta_cents":1,"delta_cents":1000}', "delta_cents"],
+    ['{"a":1,"\\u0061":2}', "a"],
+    ['{"x":{"k":1,"k":2}}', "k"],
+    ['{"x":[{"k":1},{"k":2,"k":3}]}', "k"],
+    ['{"t":"a\\"b","t":"c"}', "t"],
+    ['{"q\\"":1,"q\\"":2}', 'q"'],
+  ])("refuses %s", (body, key) => {
+    expect(firstDuplicateKey(body)).toBe(key);
+    expect(refusal(body)).toContain(`body has the key ${JSON.stringify(key)} twice in one object`);
+  });
+
+  it.each([
+    '{"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]}',
+    '{"a":"{\\"a\\":1,\\"a\\":2}","b":"a,a"}',
+    '{"a":["a","a"],"b":"\\\\","c":"\\\\\\""}',
+    '{ "a" : 1 , "A" : 2 }',
+  ])("accepts the same name in other objects, in values and in arrays: %s", (body) => {
+    expect(firstDuplicateKey(body)).toBeNull();
+    expect(() => decode(body)).not.toThrow();
+  });
+});
