@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { InboxPipeline, type Logger, OutboxRelay } from "../../src/index.js";
+import { InboxPipeline, type InboxHandler, type Logger, OutboxRelay } from "../../src/index.js";
 import { incomingMessage } from "../support/messages.js";
 import { amqpUrl } from "../support/broker.js";
 import {
@@ -64,10 +64,10 @@ describe.each(["postgres", "sqlite"] as const)("outbox relay logs on %s", (kind)
     const lines: Array<{ level: string; msg: string }> = [];
     const at = (level: string) => (msg: string) => { lines.push({ level, msg }); };
     const logger: Logger = { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-    const pipeline = new InboxPipeline({
-      store, logger,
-      handler: { name: "noisy", async handle(_event, ctx) { await ctx.publish(exchange, "nowhere", { n: 1 }); } },
-    });
+    const handler: InboxHandler<Record<string, unknown>, unknown> = {
+      name: "noisy", async handle(_event, ctx) { await ctx.publish(exchange, "nowhere", { n: 1 }); },
+    };
+    const pipeline = new InboxPipeline({ store, logger, handler });
     const event = { tenant: "t1", event_id: "dup-burst" };
     expect((await pipeline.process([incomingMessage(event)])).map((o) => o.kind)).toEqual(["applied"]);
     for (let i = 0; i < 50; i++) {

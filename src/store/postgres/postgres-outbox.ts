@@ -200,7 +200,7 @@ export class PostgresOutbox<C extends PgClient> {
     if (heads.length === 0) return [];
     this.keyCursor = nextCursor(heads, this.keyCursor);
     const unsent = (await client.query({
-      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [heads.map((h) => h.orderingKey), rowsPerKey(limit, heads.length)],
+      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [heads.map((h) => h.orderingKey), heads.map((h) => h.id), rowsPerKey(limit, heads.length)],
     })).rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) }));
     const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [unsent.map((r) => r.id)] });
     return sendableRows(locked.rows.map(toRow), unsent);
@@ -338,12 +338,14 @@ function outboxStatements(prefix: string, tag: string) {
     keyRowsName: `ri_outbox_key_rows${tag}`,
     // The first unsent rows of each key, locked or not, due or not: what the locked rows are
     // checked against, so that a row held elsewhere or waiting for a retry stops its key.
-    keyRows: `SELECT r.id, r.ordering_key FROM unnest($1::text[]) AS h(k)
+    // Read from each head on (id >= head): the sent rows before it leave dead entries in the
+    // ordering index until a VACUUM, and starting at the head steps over none of them.
+    keyRows: `SELECT r.id, r.ordering_key FROM unnest($1::text[], $2::bigint[]) AS h(k, head)
       CROSS JOIN LATERAL (
         SELECT o.id, o.ordering_key FROM ${t} o
-        WHERE o.ordering_key = h.k AND o.sent_at IS NULL
+        WHERE o.ordering_key = h.k AND o.sent_at IS NULL AND o.id >= h.head
         ORDER BY o.id
-        LIMIT $2) r
+        LIMIT $3) r
       ORDER BY r.id`,
     lockRowsName: `ri_outbox_lock_rows${tag}`,
     lockRows: `SELECT ${COLUMNS} FROM ${t} o
