@@ -149,7 +149,8 @@ async function openSqlite(): Promise<DrainDatabase> {
         FROM ${numbers(rows)} ORDER BY s.n`);
       return Promise.resolve();
     },
-    statistics: () => Promise.resolve(`sqlite_stat1 ${db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'sqlite_stat1'").get() ? "present" : "absent"} (never analyzed)`),
+    statistics: () => Promise.resolve(Number((db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE name = 'sqlite_stat1'").get() as { n: number }).n) > 0
+      ? "sqlite_stat1 present (analyzed)" : "no sqlite_stat1 (never analyzed)"),
     pending: () => Promise.resolve(Number((db.prepare("SELECT count(*) AS n FROM rabbit_inbox_outbox WHERE sent_at IS NULL").get() as { n: number }).n)),
     async remove() {
       db.close();
