@@ -68,8 +68,3 @@ export function claimRows<R extends { id: number }>(unordered: readonly R[], ord
 export function nextCursor(heads: readonly KeyHead[], previous: string | null): string | null {
   return heads.length === 0 ? previous : heads[heads.length - 1]!.orderingKey;
 }
-
-/** The distinct ordering keys among `rows`. */
-export function orderingKeysOf(rows: ReadonlyArray<{ orderingKey: string | null }>): string[] {
-  return [...new Set(rows.flatMap((r) => (r.orderingKey === null ? [] : [r.orderingKey])))];
-}
