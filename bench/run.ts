@@ -15,6 +15,8 @@
  * scenario's queue the same arguments (e.g. '{"x-queue-mode":"lazy"}'; default: none).
  *
  *   npm run bench -- [--messages 50000] [--runs 1] [--db postgres,mysql,sqlite] [--json] [--scale 5000000] [--warmup 2000] [--queue-args JSON]
+ *
+ * `--scenario outbox-drain` runs the outbox drain benchmark instead (bench/outbox-drain.ts).
  */
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -32,6 +34,7 @@ import { ledgerHandler } from "../examples/ledger/ledger-handler.js";
 import { mysqlLedgerSchema, mysqlLedgerSql } from "../examples/ledger/ledger-mysql.js";
 import { postgresLedgerSchema, postgresLedgerSql } from "../examples/ledger/ledger-postgres.js";
 import { sqliteLedgerSchema, sqliteLedgerSql } from "../examples/ledger/ledger-sqlite.js";
+import { runOutboxDrain } from "./outbox-drain.js";
 import {
   AMQP_URL, LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
 } from "./harness.js";
@@ -74,7 +77,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--concurrency") args.batched.concurrency = Number(next());
     else if (a === "--profile") args.profile = next();
     else if (a === "--queue-args") args.queueArguments = parseQueueArguments(next());
-    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--warmup N] [--batch-size N] [--batched-prefetch N] [--concurrency N] [--queue-args JSON] [--profile DIR] [--json]"); process.exit(0); }
+    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--warmup N] [--batch-size N] [--batched-prefetch N] [--concurrency N] [--queue-args JSON] [--profile DIR] [--json]\n       npm run bench -- --scenario outbox-drain [--rows 100000] [--keys 1,100] [--db postgres,mysql,sqlite] [--json]"); process.exit(0); }
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
@@ -385,7 +388,13 @@ function median(values: number[]): number {
 }
 
 async function main(): Promise<void> {
-  const args = parseArgs(process.argv.slice(2));
+  const argv = process.argv.slice(2);
+  const scenario = argv.indexOf("--scenario");
+  if (scenario >= 0) {
+    if (argv[scenario + 1] !== "outbox-drain") throw new Error(`unknown --scenario ${String(argv[scenario + 1])} (known: outbox-drain)`);
+    return runOutboxDrain(argv);
+  }
+  const args = parseArgs(argv);
   queueArguments = args.queueArguments;
   const scenarios = SCENARIOS.filter((s) => !args.only || args.only.includes(s));
   const results: RunResult[] = [];

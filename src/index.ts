@@ -30,4 +30,4 @@ export {
 } from "./outbox/index.js";
 export * from "./retention/index.js";
 export * from "./quarantine/index.js";
-export { type InboxOperations, type OperationsCapable, hasOperations } from "./store/operations.js";
+export { type InboxOperations, type OperationsCapable, type OutboxBacklog, hasOperations } from "./store/operations.js";

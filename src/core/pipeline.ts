@@ -4,6 +4,7 @@ import { type EventKey, type ParsedEvent, defaultEventKey, eventKeyString } from
 import { eventScopedHash, fingerprintOf, sha256Hex } from "./fingerprint.js";
 import type { BatchItem, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
 import type { PipelineHook } from "./hooks.js";
+import { type ThrottledLogger, throttleRepeats } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
 import type { Outcome } from "./outcome.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
@@ -56,6 +57,8 @@ export interface PipelineOptions<E, Tx> {
 export const DEFAULT_MAX_DELIVERIES = 10;
 
 export const DEFAULT_QUARANTINE_BODY_CAP = 64 * 1024;
+/** Duplicates arrive in bursts (a redelivered backlog): their nudge lines are counted per this interval. */
+const NUDGE_LOG_INTERVAL_MS = 60_000;
 
 type Prepared<E> =
   | { index: number; ok: true; key: EventKey; keyString: string; event: E; fingerprint: string; redeliveries: number }
@@ -109,6 +112,8 @@ export class InboxPipeline<E, Tx> {
   private readonly store: Store<Tx>;
   private readonly handler: InboxHandler<E, Tx>;
   private readonly logger: Logger;
+  /** The duplicates' outbox nudges: one line per minute with a count, not one per duplicate batch. */
+  private readonly nudgeLog: ThrottledLogger;
   private readonly retry: RetryPolicy;
   private readonly limits: DecodeLimits;
   private readonly bodyCap: number;
@@ -135,6 +140,7 @@ export class InboxPipeline<E, Tx> {
     this.store = options.store;
     this.handler = handler;
     this.logger = options.logger;
+    this.nudgeLog = throttleRepeats(options.logger, { intervalMs: NUDGE_LOG_INTERVAL_MS });
     this.retry = { ...defaultRetryPolicy, ...options.retry };
     this.limits = { ...defaultDecodeLimits, ...options.decodeLimits };
     this.bodyCap = options.quarantineBodyCap ?? DEFAULT_QUARANTINE_BODY_CAP;
@@ -521,10 +527,10 @@ export class InboxPipeline<E, Tx> {
     try {
       const due = await this.store.resendOutbox(this.handlerName, [...keys.values()]);
       if (due > 0) {
-        this.logger.info("duplicates had unsent outbox messages; the relay was nudged", { handler: this.handlerName, duplicates: keys.size, messages: due });
+        this.nudgeLog.info("duplicates had unsent outbox messages; the relay was nudged", { handler: this.handlerName, duplicates: keys.size, messages: due });
       }
     } catch (error) {
-      this.logger.warn("could not nudge the outbox relay for duplicates; it finds the rows at its next poll", {
+      this.nudgeLog.warn("could not nudge the outbox relay for duplicates; it finds the rows at its next poll", {
         handler: this.handlerName, error: describeError(error),
       });
     }

@@ -4,6 +4,7 @@ import type { ConfirmChannel } from "amqplib";
 import { type BrokerUrls, BrokerConnector } from "../amqp/broker-connection.js";
 import { InboxConfigError, describeError } from "../core/errors.js";
 import { backoffDelay, reconnectPolicy } from "../core/retry-policy.js";
+import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement, OutboxSubscription } from "./outbox-store.js";
 import { RelaySession } from "./relay-session.js";
@@ -75,6 +76,11 @@ export interface RelayRound {
 
 /** Failed attempts after which a row's failures are logged at error level: it needs a person. */
 const ATTEMPTS_BEFORE_ALARM = 10;
+/**
+ * A relay's repeated warnings (a publish the broker keeps refusing, a broker or database that
+ * stays down) are written once, then once per this interval with their count.
+ */
+export const RELAY_LOG_REPEAT_INTERVAL_MS = 60_000;
 /** Pause between cleanup statements, so a large purge never monopolizes the database. */
 const CLEANUP_PAUSE_MS = 20;
 
@@ -90,7 +96,7 @@ export class OutboxRelay {
   readonly name: string;
   private readonly options: OutboxRelayOptions;
   private readonly store: OutboxRelayStore;
-  private readonly logger: Logger;
+  private readonly logger: ThrottledLogger;
   private readonly batchSize: number;
   private readonly publishTimeoutMs: number;
   private readonly pollIntervalMs: number;
@@ -116,7 +122,7 @@ export class OutboxRelay {
     }
     this.options = options;
     this.store = options.store;
-    this.logger = options.logger ?? createJsonLogger({ name: "outbox-relay" });
+    this.logger = throttleRepeats(options.logger ?? createJsonLogger({ name: "outbox-relay" }), { intervalMs: RELAY_LOG_REPEAT_INTERVAL_MS });
     this.batchSize = positive("batchSize", options.batchSize ?? 100);
     this.publishTimeoutMs = positive("publishTimeoutMs", options.publishTimeoutMs ?? 10_000);
     this.pollIntervalMs = positive("pollIntervalMs", options.pollIntervalMs ?? 1000);
@@ -184,6 +190,7 @@ export class OutboxRelay {
     await this.session?.close();
     this.session = undefined;
     this.state = "stopped";
+    this.logger.flush();
     this.logger.info("outbox relay stopped", { relay: this.name, ...this.totals });
   }
 

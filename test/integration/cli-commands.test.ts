@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
 import { createEmptyDatabase, createSqliteFile } from "../support/databases.js";
+import { outboxTableAt } from "../support/outbox.js";
 import { type CliRun, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { FIXTURE_KINDS, type FixtureKind, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 
@@ -261,7 +262,7 @@ describe.each(FIXTURE_KINDS)("rabbit-inbox on %s", (kind) => {
     const ok = await rabbitInboxJson<{ ok: boolean; checks: Array<{ check: string; status: string }> }>(["doctor", "--queue", queue], env);
     expect(ok.ok).toBe(true);
     expect(ok.checks.map((c) => [c.check, c.status])).toEqual([
-      ["schema", "ok"], ["quarantine", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
+      ["schema", "ok"], ["quarantine", "ok"], ["outbox", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
     ]);
 
     const noBroker = await runRabbitInbox(["doctor", "--queue", queue, "--amqp-url", "amqp://guest:sesame@127.0.0.1:1"], env);
@@ -275,5 +276,37 @@ describe.each(FIXTURE_KINDS)("rabbit-inbox on %s", (kind) => {
     expect(bare.code).toBe(1);
     expect(bare.stdout).toMatch(/^FAIL\s+schema: .*no rabbit-inbox tables\n\s+fix: rabbit-inbox migrate/m);
     expect(bare.stdout).toMatch(/^WARN\s+broker: topology not checked\n\s+fix: pass --queue/m);
+  });
+
+  it("doctor reports the outbox backlog: its size and age, a stale backlog as a warning, unroutable rows as a problem", async () => {
+    const f = await retentionFixture(kind);
+    const env = { DATABASE_URL: f.url };
+    const outbox = outboxTableAt(f.url);
+    const ago = (ms: number) => (kind === "postgres" ? `now() - interval '${ms} milliseconds'`
+      : kind === "mysql" ? `UTC_TIMESTAMP(6) - INTERVAL ${ms * 1000} MICROSECOND` : String(Date.now() - ms));
+    const write = (id: string, age: number, failure?: { attempts: number; error: string }) => outbox.exec(
+      `INSERT INTO rabbit_inbox_outbox (message_id, exchange, routing_key, body, properties, created_at, available_at, attempts, last_error)
+       VALUES ('${id}', 'ledger.balance-changed', 'acct', ${kind === "postgres" ? "'\\x00'::bytea" : "X'00'"}, '{}', ${ago(age)}, ${ago(age)},
+         ${failure?.attempts ?? 0}, ${failure ? `'${failure.error}'` : "NULL"})`);
+    const outboxCheck = async () => (await rabbitInboxJson<{ ok: boolean; checks: Array<{ check: string; status: string; detail: string; fix?: string }> }>(["doctor"], env))
+      .checks.find((c) => c.check === "outbox");
+
+    expect(await outboxCheck()).toEqual({ check: "outbox", status: "ok", detail: "nothing waiting to be published" });
+
+    await write("fresh", 2_000);
+    expect(await outboxCheck()).toMatchObject({ status: "ok", detail: expect.stringMatching(/^1 unsent message, the oldest written \d+s ago$/) as string });
+
+    await write("stale", 3_600_000);
+    const stale = await outboxCheck();
+    expect(stale).toMatchObject({ status: "warn", detail: expect.stringMatching(/^2 unsent messages, the oldest written (59m\d*s?|1h\d*s?) ago$/) as string });
+    expect(stale?.fix).toMatch(/outbox relay/);
+
+    await write("returned", 600_000, { attempts: 3, error: 'message to "acct" on exchange "ledger.balance-changed" was unroutable (no queue bound)' });
+    const run = await runRabbitInbox(["doctor"], env);
+    expect(run.code).toBe(1);
+    expect(run.stdout).toMatch(/^FAIL\s+outbox: 3 unsent messages, the oldest written .* ago; 1 failed to publish \(1 unroutable\); worst: exchange "ledger\.balance-changed", routing key "acct", 3 attempts, last error: .*unroutable/m);
+    expect(run.stdout).toMatch(/^\s+fix: bind a queue to exchange "ledger\.balance-changed", routing key "acct"/m);
+    expect(run.stdout).toMatch(/1 problem found/);
+    expect(run.stdout).not.toMatch(/no problems found/);
   });
 });

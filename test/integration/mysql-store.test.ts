@@ -215,7 +215,7 @@ describe("MysqlStore on MariaDB", () => {
       const check = await mysql.createConnection(fresh.url);
       try {
         const [versions] = await check.query("SELECT version, COUNT(*) AS n FROM rabbit_inbox_migrations GROUP BY version");
-        expect((versions as Array<{ version: number; n: number }>).map((v) => [Number(v.version), Number(v.n)])).toEqual([[1, 1], [2, 1], [3, 1], [4, 1]]);
+        expect((versions as Array<{ version: number; n: number }>).map((v) => [Number(v.version), Number(v.n)])).toEqual([[1, 1], [2, 1], [3, 1], [4, 1], [5, 1]]);
         const [tables] = await check.query("SHOW TABLES");
         expect((tables as Array<Record<string, string>>).map((t) => Object.values(t)[0]).sort()).toEqual([
           "rabbit_inbox_dedup", "rabbit_inbox_migrations", "rabbit_inbox_outbox", "rabbit_inbox_purge_horizon", "rabbit_inbox_quarantine",
@@ -748,7 +748,7 @@ describe("MysqlStore on MariaDB", () => {
         for (const sql of [...undo, "DELETE FROM rabbit_inbox_migrations WHERE version = 3"]) await check.query(sql);
         await s.migrate();
         const [versions] = await check.query("SELECT version FROM rabbit_inbox_migrations ORDER BY version");
-        expect((versions as Array<{ version: number }>).map((v) => Number(v.version))).toEqual([1, 2, 3, 4]);
+        expect((versions as Array<{ version: number }>).map((v) => Number(v.version))).toEqual([1, 2, 3, 4, 5]);
         const [indexes] = await check.query(
           "SELECT COUNT(DISTINCT INDEX_NAME) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'rabbit_inbox_quarantine' AND INDEX_NAME = 'rabbit_inbox_quarantine_status'");
         expect(Number((indexes as Array<{ n: number }>)[0]!.n)).toBe(1);

@@ -4,6 +4,8 @@ import { Command, Option } from "commander";
 import { InboxError, describeError } from "../../core/errors.js";
 import { describeAmqpConnectError } from "../../amqp/describe-connect-error.js";
 import { redactSecrets } from "../../core/logger.js";
+import { formatDuration } from "../../retention/duration.js";
+import type { OutboxBacklog } from "../../store/operations.js";
 import { CliError } from "../cli-error.js";
 import { type OpenedDatabase, databaseUrlFrom, namedUrlError, openDatabase, schemaState } from "../open-database.js";
 import { amqpUrlFrom, amqpUrlOption, databaseUrlOption, jsonOption } from "../options.js";
@@ -27,7 +29,7 @@ interface DoctorOptions {
 
 export function doctorCommand(): Command {
   return new Command("doctor")
-    .description("check the database schema and the broker topology (work and quarantine queues); prints each problem with its fix")
+    .description("check the database schema, the quarantine, the outbox backlog and the broker topology (work and quarantine queues); prints each problem with its fix")
     .addOption(databaseUrlOption())
     .addOption(amqpUrlOption())
     .addOption(new Option("--queue <name>", "the work queue to check (the broker is not checked without it)"))
@@ -81,6 +83,7 @@ async function databaseChecks(url: string): Promise<DoctorCheck[]> {
           detail: `${held} entr${held === 1 ? "y" : "ies"} held${hold ? `; the oldest (#${hold.quarantineId}, ${hold.reason}) keeps dedup records from ${hold.holdFrom.toISOString()} out of cleanup` : ""}`,
           fix: "rabbit-inbox quarantine list, then replay or discard each entry",
         });
+    checks.push(outboxCheck(await db.operations.outboxBacklog()));
   } catch (caught) {
     const error = namedUrlError(caught, url);
     const unreachable = (error instanceof InboxError && error.kind === "connection") || error instanceof CliError;
@@ -94,6 +97,58 @@ async function databaseChecks(url: string): Promise<DoctorCheck[]> {
     await db.close();
   }
   return checks;
+}
+
+/** Unsent outbox rows older than this mean that no relay publishes them (or that it cannot). */
+export const OUTBOX_STALE_MS = 5 * 60_000;
+/** Failed attempts after which a failing row is a problem rather than a warning (the relay logs it at error level too). */
+const OUTBOX_ATTEMPTS_PROBLEM = 10;
+
+/**
+ * The outbox's backlog as a check: nothing pending is fine; rows the broker returned as
+ * unroutable, or that failed many times, are a problem (they never go out by themselves);
+ * other failures, and a backlog older than a few minutes, are warnings.
+ */
+export function outboxCheck(backlog: OutboxBacklog): DoctorCheck {
+  if (backlog.pending === 0) return { check: "outbox", status: "ok", detail: "nothing waiting to be published" };
+  const age = backlog.oldestPendingAt ? Math.max(0, backlog.now.getTime() - backlog.oldestPendingAt.getTime()) : 0;
+  const parts = [`${backlog.pending} unsent message${backlog.pending === 1 ? "" : "s"}, the oldest written ${formatDuration(Math.round(age / 1000) * 1000)} ago`];
+  const worst = backlog.worst;
+  const where = worst ? `exchange ${JSON.stringify(worst.exchange)}, routing key ${JSON.stringify(worst.routingKey)}` : "";
+  if (backlog.failing > 0) {
+    parts.push(`${backlog.failing} failed to publish${backlog.unroutable > 0 ? ` (${backlog.unroutable} unroutable)` : ""}`);
+    if (worst) parts.push(`worst: ${where}, ${worst.attempts} attempt${worst.attempts === 1 ? "" : "s"}, last error: ${clipError(worst.lastError)}`);
+  }
+  const detail = parts.join("; ");
+  if (backlog.unroutable > 0) {
+    return {
+      check: "outbox", status: "fail", detail,
+      fix: `bind a queue to ${where || "the exchange the messages go to"} (nothing receives them now); the relay publishes them at their next retry`,
+    };
+  }
+  if (backlog.failing > 0) {
+    return {
+      check: "outbox", status: worst && worst.attempts >= OUTBOX_ATTEMPTS_PROBLEM ? "fail" : "warn", detail,
+      fix: "read the outbox relay's log for the broker's answer (a missing exchange, a refused publish, an unreachable broker); the rows are retried with backoff",
+    };
+  }
+  if (age > OUTBOX_STALE_MS) {
+    return {
+      check: "outbox", status: "warn", detail,
+      fix: "check that an outbox relay runs against this database and reaches the broker (its log says why it does not publish)",
+    };
+  }
+  return { check: "outbox", status: "ok", detail };
+}
+
+/** An error text on one line, short, with control characters shown as escapes (it may quote broker or peer text). */
+function clipError(text: string): string {
+  let flat = "";
+  for (const c of text.replace(/\s+/g, " ")) {
+    const code = c.charCodeAt(0);
+    flat += code < 0x20 || (code >= 0x7f && code <= 0x9f) ? `\\u${code.toString(16).padStart(4, "0")}` : c;
+  }
+  return flat.length > 200 ? `${flat.slice(0, 199)}…` : flat;
 }
 
 async function brokerChecks(options: DoctorOptions): Promise<DoctorCheck[]> {

@@ -183,6 +183,16 @@ CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_redelivery (
 ) ENGINE=InnoDB ROW_FORMAT=DYNAMIC DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 `,
   },
+  {
+    version: 5,
+    name: "outbox claim by key heads",
+    // See the PostgreSQL migration 5. Without partial indexes, due unordered rows are the range
+    // (NULL, NULL, ..now] of this index; the claim names it (FORCE INDEX) rather than trusting
+    // statistics that a busy outbox outgrows between analyses.
+    sql: `
+CREATE INDEX rabbit_inbox_outbox_unordered_due ON {schema}rabbit_inbox_outbox (sent_at, ordering_key, available_at);
+`,
+  },
 ];
 
 /** Splits a migration into statements: each ends with `;` at the end of a line. */

@@ -4,7 +4,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import { type InboxOperations, inboxTableNames } from "../operations.js";
+import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
 import { classifyMysqlError, isMysqlConnectionLoss } from "./classify-mysql-error.js";
 import { mysqlMigrations } from "./migrations.js";
 import {
@@ -42,7 +42,7 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
   readonly migrations = mysqlMigrations;
   private readonly t: ReturnType<typeof inboxTableNames>;
 
-  constructor(private readonly pool: MysqlPool<C>, prefix: string) {
+  constructor(private readonly pool: MysqlPool<C>, private readonly prefix: string) {
     this.t = inboxTableNames(prefix);
   }
 
@@ -53,6 +53,23 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
       if (errnoOf(error) === NO_SUCH_TABLE) return []; // never migrated
       throw error;
     }
+  }
+
+  async outboxBacklog(): Promise<OutboxBacklog> {
+    const t = `${this.prefix}rabbit_inbox_outbox`;
+    const [summary] = await this.read(
+      `SELECT COUNT(*) AS pending, COALESCE(SUM(attempts > 0), 0) AS failing,
+         COALESCE(SUM(attempts > 0 AND LOCATE(?, last_error) > 0), 0) AS unroutable,
+         ${micros("MIN(created_at)")} AS oldest, ${micros("UTC_TIMESTAMP(6)")} AS now
+       FROM ${t} WHERE sent_at IS NULL`, [UNROUTABLE_MARK]);
+    const [worst] = await this.read(
+      `SELECT exchange, routing_key, attempts, last_error FROM ${t}
+       WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT 1`);
+    return {
+      pending: Number(summary!.pending), failing: Number(summary!.failing), unroutable: Number(summary!.unroutable),
+      oldestPendingAt: maybeDateOfMicros(summary!.oldest), now: dateOfMicros(summary!.now),
+      worst: worst ? { exchange: textOf(worst.exchange), routingKey: textOf(worst.routing_key), attempts: Number(worst.attempts), lastError: nullableText(worst.last_error) ?? "" } : null,
+    };
   }
 
   async now(): Promise<Date> {

@@ -1,7 +1,7 @@
 import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store.js";
 import { heldClaim } from "../../outbox/held-claim.js";
-import { orderingKeysOf, sendableRows } from "../../outbox/ordered-claim.js";
+import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import { classifyMysqlError, isMysqlConnectionLoss } from "./classify-mysql-error.js";
 import {
@@ -23,6 +23,8 @@ const WRITE_COLUMNS = 9;
  */
 export class MysqlOutbox<C extends MysqlConnection> {
   private readonly sql: ReturnType<typeof outboxStatements>;
+  /** The last ordering key a claim served: the next claim's key walk starts after it. */
+  private keyCursor: string | null = null;
 
   constructor(private readonly pool: MysqlPool<C>, prefix: string) {
     this.sql = outboxStatements(prefix);
@@ -113,21 +115,8 @@ export class MysqlOutbox<C extends MysqlConnection> {
       await connection.query("START TRANSACTION");
       open = true;
       const n = Math.max(1, Math.trunc(limit));
-      let rows = rowsOf(await connection.query(`${this.sql.candidates} LIMIT ${n} FOR UPDATE SKIP LOCKED`)).map(toRow);
-      const keys = orderingKeysOf(rows);
-      if (keys.length > 0) {
-        // A plain read: READ COMMITTED sees the latest committed rows, whoever holds them.
-        const maxId = Math.max(...rows.map((r) => r.id));
-        const unsent: Array<{ id: number; orderingKey: string }> = [];
-        for (const chunk of chunked(keys)) {
-          const found = rowsOf(await connection.execute(
-            `${this.sql.unsentOfKeys} AND ordering_key IN (${chunk.map(() => "?").join(", ")}) ORDER BY id`,
-            [maxId, ...chunk.map(utf8)]));
-          unsent.push(...found.map((r) => ({ id: Number(r.id), orderingKey: textOf(r.ordering_key) })));
-        }
-        unsent.sort((a, b) => a.id - b.id);
-        rows = sendableRows(rows, unsent);
-      }
+      const unordered = rowsOf(await connection.query(`${this.sql.unordered} LIMIT ${n} FOR UPDATE SKIP LOCKED`)).map(toRow);
+      const rows = claimRows(unordered, await this.claimOrdered(connection, n), n);
       return await heldClaim(rows, end);
     } catch (error) {
       if (!released) {
@@ -136,6 +125,63 @@ export class MysqlOutbox<C extends MysqlConnection> {
       }
       throw classifyMysqlError(error);
     }
+  }
+
+  /**
+   * The ordered rows of a claim: walks the keys from the cursor to find due heads, reads the
+   * first rows of each such key (a plain read: READ COMMITTED sees the latest committed rows,
+   * whoever holds them), locks those still unsent and due (`SKIP LOCKED`), and keeps each
+   * key's unbroken head. Bounded by the batch, whatever the backlog behind the heads.
+   */
+  private async claimOrdered(connection: C, limit: number): Promise<OutboxRow[]> {
+    const heads: KeyHead[] = [];
+    for (const range of keyRanges(this.keyCursor)) {
+      if (heads.length < limit) heads.push(...(await walkKeys(connection, this.sql.table, range, limit - heads.length)));
+    }
+    if (heads.length === 0) return [];
+    this.keyCursor = nextCursor(heads, this.keyCursor);
+    const perKey = rowsPerKey(limit, heads.length);
+    const unsent: Array<{ id: number; orderingKey: string }> = [];
+    for (const chunk of chunked(heads.map((h) => h.orderingKey))) {
+      const found = rowsOf(await connection.execute(
+        chunk.map(() => `(SELECT id, ordering_key FROM ${this.sql.table} WHERE ordering_key = ? AND sent_at IS NULL ORDER BY id LIMIT ${perKey})`).join(" UNION ALL "),
+        chunk.map(utf8)));
+      unsent.push(...found.map((r) => ({ id: Number(r.id), orderingKey: textOf(r.ordering_key) })));
+    }
+    unsent.sort((a, b) => a.id - b.id);
+    if (unsent.length === 0) return [];
+    const locked = rowsOf(await connection.query(`${this.sql.lockRows} AND id IN (${idList(unsent.map((r) => r.id))}) ORDER BY id FOR UPDATE SKIP LOCKED`));
+    return sendableRows(locked.map(toRow), unsent);
+  }
+}
+
+/**
+ * The heads of the ordering keys in `range`, in key order, at most `limit` due ones: a loose
+ * index scan of the ordering index (one probe per key, `GROUP BY` over the index prefix), a
+ * statement per `limit` keys, so a run of keys whose heads wait for a retry costs probes,
+ * never the rows behind the heads.
+ */
+async function walkKeys(connection: MysqlConnection, table: string, range: KeyRange, limit: number): Promise<KeyHead[]> {
+  const found: KeyHead[] = [];
+  let after = "after" in range ? range.after : null;
+  const upTo = "upTo" in range ? range.upTo : null;
+  for (;;) {
+    const bounds: string[] = [];
+    const values: MysqlValue[] = [];
+    if (after !== null) { bounds.push("AND o.ordering_key > ?"); values.push(utf8(after)); }
+    if (upTo !== null) { bounds.push("AND o.ordering_key <= ?"); values.push(utf8(upTo)); }
+    const heads = rowsOf(await connection.execute(
+      `SELECT k.ordering_key, k.id, h.available_at <= UTC_TIMESTAMP(6) AS due
+       FROM (SELECT o.ordering_key, MIN(o.id) AS id FROM ${table} o FORCE INDEX (rabbit_inbox_outbox_ordering)
+             WHERE o.sent_at IS NULL AND o.ordering_key IS NOT NULL ${bounds.join(" ")}
+             GROUP BY o.ordering_key ORDER BY o.ordering_key LIMIT ${limit}) k
+       JOIN ${table} h ON h.id = k.id
+       ORDER BY k.ordering_key`, values));
+    for (const h of heads) {
+      if (Number(h.due) === 1 && found.length < limit) found.push({ orderingKey: textOf(h.ordering_key), id: Number(h.id) });
+    }
+    if (found.length >= limit || heads.length < limit) return found;
+    after = textOf(heads[heads.length - 1]!.ordering_key);
   }
 }
 
@@ -159,23 +205,19 @@ function toRow(r: Row): OutboxRow {
   };
 }
 
+const COLUMNS = "id, message_id, exchange, routing_key, body, properties, ordering_key, attempts";
+
 function outboxStatements(prefix: string) {
   const t = `${prefix}rabbit_inbox_outbox`;
   return {
     table: t,
     write: `INSERT INTO ${t}
       (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id)`,
-    // A row whose ordering key has an earlier unsent row waiting for a retry is not a candidate:
-    // without this, a stuck head would fill every claim with rows that cannot go. Under READ
-    // COMMITTED the subquery is a plain read: it locks nothing (checked on MariaDB 10.11).
-    candidates: `SELECT o.id, o.message_id, o.exchange, o.routing_key, o.body, o.properties, o.ordering_key, o.attempts
-      FROM ${t} o
-      WHERE o.sent_at IS NULL AND o.available_at <= UTC_TIMESTAMP(6)
-        AND (o.ordering_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM ${t} b
-          WHERE b.ordering_key = o.ordering_key AND b.sent_at IS NULL AND b.id < o.id AND b.available_at > UTC_TIMESTAMP(6)))
-      ORDER BY o.id`,
-    unsentOfKeys: `SELECT id, ordering_key FROM ${t} WHERE sent_at IS NULL AND id <= ?`,
+    // Rows without an ordering key that are due, through their own index.
+    unordered: `SELECT ${COLUMNS} FROM ${t} FORCE INDEX (rabbit_inbox_outbox_unordered_due)
+      WHERE sent_at IS NULL AND ordering_key IS NULL AND available_at <= UTC_TIMESTAMP(6)
+      ORDER BY available_at, id`,
+    lockRows: `SELECT ${COLUMNS} FROM ${t} WHERE sent_at IS NULL AND available_at <= UTC_TIMESTAMP(6)`,
     markSent: `UPDATE ${t} SET sent_at = UTC_TIMESTAMP(6), attempts = attempts + 1, last_error = NULL`,
     markFailed: `UPDATE ${t} SET attempts = attempts + 1, last_error = ?,
         available_at = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6))

@@ -135,4 +135,14 @@ CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_redelivery (
 CREATE INDEX IF NOT EXISTS rabbit_inbox_redelivery_last_seen ON {schema}rabbit_inbox_redelivery (last_seen);
 `,
   },
+  {
+    version: 5,
+    name: "outbox claim by key heads",
+    // The relay's claim takes unordered rows through this index of due unordered rows, so that
+    // a backlog of ordered rows (or of rows waiting for a retry) is never scanned to find them.
+    sql: `
+CREATE INDEX IF NOT EXISTS rabbit_inbox_outbox_unordered_due ON {schema}rabbit_inbox_outbox (available_at, id)
+  WHERE sent_at IS NULL AND ordering_key IS NULL;
+`,
+  },
 ];

@@ -5,7 +5,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import { type InboxOperations, inboxTableNames } from "../operations.js";
+import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
 import { postgresMigrations } from "./migrations.js";
 import { queryOnPool } from "./pg-query.js";
@@ -29,7 +29,7 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
   readonly migrations = postgresMigrations;
   private readonly t: ReturnType<typeof inboxTableNames>;
 
-  constructor(private readonly pool: PgPool<C>, prefix: string, private readonly logger?: Logger) {
+  constructor(private readonly pool: PgPool<C>, private readonly prefix: string, private readonly logger?: Logger) {
     this.t = inboxTableNames(prefix);
   }
 
@@ -41,6 +41,23 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
       if ((error as { code?: unknown }).code === "42P01") return []; // never migrated
       throw error;
     }
+  }
+
+  async outboxBacklog(): Promise<OutboxBacklog> {
+    const t = `${this.prefix}rabbit_inbox_outbox`;
+    const { rows: [summary] } = await this.query(
+      `SELECT count(*)::bigint AS pending, count(*) FILTER (WHERE attempts > 0)::bigint AS failing,
+         count(*) FILTER (WHERE attempts > 0 AND strpos(last_error, $1) > 0)::bigint AS unroutable,
+         min(created_at) AS oldest, clock_timestamp() AS now
+       FROM ${t} WHERE sent_at IS NULL`, [UNROUTABLE_MARK]);
+    const { rows: [worst] } = await this.query(
+      `SELECT exchange, routing_key, attempts, last_error FROM ${t}
+       WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT 1`);
+    return {
+      pending: Number(summary!.pending), failing: Number(summary!.failing), unroutable: Number(summary!.unroutable),
+      oldestPendingAt: (summary!.oldest as Date | null) ?? null, now: summary!.now as Date,
+      worst: worst ? { exchange: String(worst.exchange), routingKey: String(worst.routing_key), attempts: Number(worst.attempts), lastError: typeof worst.last_error === "string" ? worst.last_error : "" } : null,
+    };
   }
 
   async now(): Promise<Date> {

@@ -2,7 +2,7 @@ import { InboxConfigError } from "../../core/errors.js";
 import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store.js";
 import { heldClaim } from "../../outbox/held-claim.js";
-import { orderingKeysOf, sendableRows } from "../../outbox/ordered-claim.js";
+import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
 import type { PgQuery, PgStatement } from "./pg-query.js";
@@ -107,6 +107,8 @@ export class PostgresOutboxWrites {
 export class PostgresOutbox<C extends PgClient> {
   private readonly sql: ReturnType<typeof outboxStatements>;
   private readonly writes: PostgresOutboxWrites;
+  /** The last ordering key a claim served: the next claim's key walk starts after it. */
+  private keyCursor: string | null = null;
 
   constructor(
     private readonly pool: PgPool<C>,
@@ -162,14 +164,9 @@ export class PostgresOutbox<C extends PgClient> {
     try {
       await client.query("BEGIN");
       open = true;
-      const found = await client.query({ name: this.sql.candidatesName, text: this.sql.candidates, values: [limit] });
-      let rows = found.rows.map(toRow);
-      const keys = orderingKeysOf(rows);
-      if (keys.length > 0) {
-        const maxId = Math.max(...rows.map((r) => r.id));
-        const unsent = await client.query({ name: this.sql.unsentOfKeysName, text: this.sql.unsentOfKeys, values: [keys, maxId] });
-        rows = sendableRows(rows, unsent.rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) })));
-      }
+      const unordered = await client.query({ name: this.sql.unorderedName, text: this.sql.unordered, values: [limit] });
+      const ordered = await this.claimOrdered(client, limit);
+      const rows = claimRows(unordered.rows.map(toRow), ordered, limit);
       return await heldClaim(rows, end);
     } catch (error) {
       if (!released) {
@@ -178,6 +175,35 @@ export class PostgresOutbox<C extends PgClient> {
       }
       throw classifyPostgresError(error);
     }
+  }
+
+  /**
+   * The ordered rows of a claim: walks the keys from the cursor to find due heads (one index
+   * probe per key), reads the first rows of each such key, locks those still unsent and due
+   * (`SKIP LOCKED`), and keeps each key's unbroken head. Bounded by the batch, whatever the
+   * backlog behind the heads and whatever the table's statistics.
+   */
+  private async claimOrdered(client: C, limit: number): Promise<OutboxRow[]> {
+    const walk = async (range: KeyRange, n: number): Promise<KeyHead[]> => {
+      const statement = "all" in range
+        ? { name: this.sql.walkAllName, text: this.sql.walkAll, values: [n] }
+        : "after" in range
+          ? { name: this.sql.walkAfterName, text: this.sql.walkAfter, values: [range.after, n] }
+          : { name: this.sql.walkUpToName, text: this.sql.walkUpTo, values: [range.upTo, n] };
+      const { rows } = await client.query(statement);
+      return rows.map((r) => ({ orderingKey: String(r.ordering_key), id: Number(r.id) }));
+    };
+    const heads: KeyHead[] = [];
+    for (const range of keyRanges(this.keyCursor)) {
+      if (heads.length < limit) heads.push(...(await walk(range, limit - heads.length)));
+    }
+    if (heads.length === 0) return [];
+    this.keyCursor = nextCursor(heads, this.keyCursor);
+    const unsent = (await client.query({
+      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [heads.map((h) => h.orderingKey), heads.map((h) => h.id), rowsPerKey(limit, heads.length)],
+    })).rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) }));
+    const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [unsent.map((r) => r.id)] });
+    return sendableRows(locked.rows.map(toRow), unsent);
   }
 
   async listen(onWake: () => void, onLost: (error: Error) => void): Promise<OutboxSubscription> {
@@ -242,6 +268,28 @@ function toRow(r: Record<string, unknown>): OutboxRow {
   };
 }
 
+const COLUMNS = "o.id, o.message_id, o.exchange, o.routing_key, o.body, o.properties, o.ordering_key, o.attempts";
+
+/**
+ * A walk over the ordering keys of pending rows, from `anchorBound`, each step the next key
+ * (`stepBound` caps it), returning the keys whose head (oldest unsent row) is due, at most `limit`.
+ */
+function walkStatement(t: string, anchorBound: string, stepBound: string, limit: string): string {
+  return `WITH RECURSIVE walk(ordering_key, id, due) AS (
+      (SELECT o.ordering_key, o.id, o.available_at <= now() FROM ${t} o
+        WHERE o.sent_at IS NULL AND o.ordering_key IS NOT NULL ${anchorBound}
+        ORDER BY o.ordering_key, o.id
+        LIMIT 1)
+      UNION ALL
+      SELECT n.ordering_key, n.id, n.due FROM walk w
+      CROSS JOIN LATERAL (
+        SELECT o.ordering_key, o.id, o.available_at <= now() AS due FROM ${t} o
+        WHERE o.sent_at IS NULL AND o.ordering_key IS NOT NULL AND o.ordering_key > w.ordering_key ${stepBound}
+        ORDER BY o.ordering_key, o.id
+        LIMIT 1) n)
+    SELECT ordering_key, id FROM walk WHERE due LIMIT ${limit}`;
+}
+
 function outboxStatements(prefix: string, tag: string) {
   const t = `${prefix}rabbit_inbox_outbox`;
   // NOTIFY in the writing statement itself: no extra round trip, and delivered only at COMMIT.
@@ -270,22 +318,40 @@ function outboxStatements(prefix: string, tag: string) {
         RETURNING 1),
       note AS (${notify("$4")} FROM (SELECT 1 FROM due LIMIT 1) one)
       SELECT (SELECT count(*) FROM due)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
-    candidatesName: `ri_outbox_candidates${tag}`,
-    // A row whose ordering key has an earlier unsent row waiting for a retry is not a candidate:
-    // without this, a stuck head would fill every claim with rows that cannot go.
-    candidates: `SELECT o.id, o.message_id, o.exchange, o.routing_key, o.body, o.properties, o.ordering_key, o.attempts
-      FROM ${t} o
-      WHERE o.sent_at IS NULL AND o.available_at <= now()
-        AND (o.ordering_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM ${t} b
-          WHERE b.ordering_key = o.ordering_key AND b.sent_at IS NULL AND b.id < o.id AND b.available_at > now()))
-      ORDER BY o.id
+    unorderedName: `ri_outbox_unordered${tag}`,
+    // Rows without an ordering key: any due ones, through the index of due unordered rows.
+    unordered: `SELECT ${COLUMNS} FROM ${t} o
+      WHERE o.sent_at IS NULL AND o.ordering_key IS NULL AND o.available_at <= now()
+      ORDER BY o.available_at, o.id
       LIMIT $1
       FOR UPDATE OF o SKIP LOCKED`,
-    unsentOfKeysName: `ri_outbox_unsent_keys${tag}`,
-    unsentOfKeys: `SELECT id, ordering_key FROM ${t}
-      WHERE sent_at IS NULL AND ordering_key = ANY($1::text[]) AND id <= $2
-      ORDER BY id`,
+    // The heads of the ordering keys, in key order: a loose index scan, one probe of the
+    // ordering index per key, evaluated lazily so it stops at the LIMIT-th due head. A key
+    // whose head waits for a retry costs its probe and is passed over; the rows behind a
+    // head are never visited.
+    walkAllName: `ri_outbox_walk_all${tag}`,
+    walkAll: walkStatement(t, "", "", "$1"),
+    walkAfterName: `ri_outbox_walk_after${tag}`,
+    walkAfter: walkStatement(t, "AND o.ordering_key > $1", "", "$2"),
+    walkUpToName: `ri_outbox_walk_up_to${tag}`,
+    walkUpTo: walkStatement(t, "AND o.ordering_key <= $1", "AND o.ordering_key <= $1", "$2"),
+    keyRowsName: `ri_outbox_key_rows${tag}`,
+    // The first unsent rows of each key, locked or not, due or not: what the locked rows are
+    // checked against, so that a row held elsewhere or waiting for a retry stops its key.
+    // Read from each head on (id >= head): the sent rows before it leave dead entries in the
+    // ordering index until a VACUUM, and starting at the head steps over none of them.
+    keyRows: `SELECT r.id, r.ordering_key FROM unnest($1::text[], $2::bigint[]) AS h(k, head)
+      CROSS JOIN LATERAL (
+        SELECT o.id, o.ordering_key FROM ${t} o
+        WHERE o.ordering_key = h.k AND o.sent_at IS NULL AND o.id >= h.head
+        ORDER BY o.id
+        LIMIT $3) r
+      ORDER BY r.id`,
+    lockRowsName: `ri_outbox_lock_rows${tag}`,
+    lockRows: `SELECT ${COLUMNS} FROM ${t} o
+      WHERE o.id = ANY($1::bigint[]) AND o.sent_at IS NULL AND o.available_at <= now()
+      ORDER BY o.id
+      FOR UPDATE OF o SKIP LOCKED`,
     markSentName: `ri_outbox_sent${tag}`,
     markSent: `UPDATE ${t} SET sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL WHERE id = ANY($1::bigint[])`,
     markFailedName: `ri_outbox_failed${tag}`,

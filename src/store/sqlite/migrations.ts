@@ -130,4 +130,13 @@ CREATE TABLE IF NOT EXISTS rabbit_inbox_redelivery (
 CREATE INDEX IF NOT EXISTS rabbit_inbox_redelivery_last_seen ON rabbit_inbox_redelivery (last_seen);
 `,
   },
+  {
+    version: 5,
+    name: "outbox claim by key heads",
+    // See the PostgreSQL migration 5: the claim's unordered rows through an index of their own.
+    sql: `
+CREATE INDEX IF NOT EXISTS rabbit_inbox_outbox_unordered_due ON rabbit_inbox_outbox (available_at, id)
+  WHERE sent_at IS NULL AND ordering_key IS NULL;
+`,
+  },
 ];

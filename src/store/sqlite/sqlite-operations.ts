@@ -4,7 +4,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import type { InboxOperations } from "../operations.js";
+import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK } from "../operations.js";
 import { classifySqliteError } from "./classify-sqlite-error.js";
 import { sqliteMigrations } from "./migrations.js";
 import type { SqliteDatabase } from "./sqlite-store.js";
@@ -32,6 +32,23 @@ export class SqliteInboxOperations implements InboxOperations {
       const exists = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rabbit_inbox_migrations'").get();
       if (!exists) return [];
       return (this.db.prepare("SELECT version FROM rabbit_inbox_migrations ORDER BY version").all() as Row[]).map((r) => Number(r.version));
+    });
+  }
+
+  outboxBacklog(): Promise<OutboxBacklog> {
+    return this.read(() => {
+      const summary = this.db.prepare(
+        `SELECT COUNT(*) AS pending, COALESCE(SUM(attempts > 0), 0) AS failing,
+           COALESCE(SUM(attempts > 0 AND instr(last_error, ?) > 0), 0) AS unroutable, MIN(created_at) AS oldest
+         FROM rabbit_inbox_outbox WHERE sent_at IS NULL`).get(UNROUTABLE_MARK) as Row;
+      const worst = this.db.prepare(
+        `SELECT exchange, routing_key, attempts, last_error FROM rabbit_inbox_outbox
+         WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT 1`).get() as Row | undefined;
+      return {
+        pending: Number(summary.pending), failing: Number(summary.failing), unroutable: Number(summary.unroutable),
+        oldestPendingAt: summary.oldest === null ? null : new Date(Number(summary.oldest)), now: new Date(),
+        worst: worst ? { exchange: String(worst.exchange), routingKey: String(worst.routing_key), attempts: Number(worst.attempts), lastError: typeof worst.last_error === "string" ? worst.last_error : "" } : null,
+      };
     });
   }
 

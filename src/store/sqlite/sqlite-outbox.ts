@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store.js";
-import { orderingKeysOf, sendableRows } from "../../outbox/ordered-claim.js";
+import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import type { SqliteDatabase, SqliteStatement } from "./sqlite-store.js";
 
@@ -18,6 +18,8 @@ export type SqliteWrite = <T>(fn: () => T) => Promise<T>;
  */
 export class SqliteOutbox {
   private stmts: ReturnType<typeof prepareOutboxStatements> | undefined;
+  /** The last ordering key a claim served: the next claim's key walk starts after it. */
+  private keyCursor: string | null = null;
 
   constructor(private readonly db: SqliteDatabase, private readonly write: SqliteWrite) {}
 
@@ -58,13 +60,8 @@ export class SqliteOutbox {
   async claim(limit: number, relayId: string, leaseMs: number): Promise<OutboxClaim | null> {
     const claimed = await this.write(() => {
       const now = Date.now();
-      let rows = (this.sql.candidates.all({ now, limit }) as Array<Record<string, unknown>>).map(toRow);
-      const keys = orderingKeysOf(rows);
-      if (keys.length > 0) {
-        const maxId = Math.max(...rows.map((r) => r.id));
-        const unsent = this.sql.unsentOfKeys.all({ keys: JSON.stringify(keys), maxId }) as Array<{ id: number; ordering_key: string }>;
-        rows = sendableRows(rows, unsent.map((r) => ({ id: Number(r.id), orderingKey: r.ordering_key })));
-      }
+      const unordered = (this.sql.unordered.all({ now, limit }) as Array<Record<string, unknown>>).map(toRow);
+      const rows = claimRows(unordered, this.claimOrdered(now, limit), limit);
       if (rows.length === 0) return null;
       const until = now + leaseMs;
       for (const row of rows) this.sql.lease.run({ relayId, until, id: row.id });
@@ -81,6 +78,45 @@ export class SqliteOutbox {
         return this.settle(relayId, claimed.rows, settlement);
       },
     };
+  }
+
+  /**
+   * The ordered rows of a claim, inside the claim's write transaction: walks the keys from the
+   * cursor to find heads that are due and not leased (one index probe per key), reads the first
+   * rows of each such key, and keeps each key's unbroken run of due, unleased rows. Bounded by
+   * the batch, whatever the backlog behind the heads.
+   */
+  private claimOrdered(now: number, limit: number): OutboxRow[] {
+    const walk = (range: KeyRange, n: number): KeyHead[] => {
+      const found: KeyHead[] = [];
+      const bound = "upTo" in range ? { upTo: range.upTo } : {};
+      let next = "all" in range ? this.sql.headFirst.get({ now })
+        : "after" in range ? this.sql.headAfter.get({ now, key: range.after })
+          : this.sql.headFirstUpTo.get({ now, ...bound });
+      while (next !== undefined && found.length < n) {
+        const row = next as { id: number; ordering_key: string; due: number };
+        if (Number(row.due) === 1) found.push({ id: Number(row.id), orderingKey: String(row.ordering_key) });
+        next = "upTo" in range ? this.sql.headAfterUpTo.get({ now, key: row.ordering_key, ...bound }) : this.sql.headAfter.get({ now, key: row.ordering_key });
+      }
+      return found;
+    };
+    const heads: KeyHead[] = [];
+    for (const range of keyRanges(this.keyCursor)) {
+      if (heads.length < limit) heads.push(...walk(range, limit - heads.length));
+    }
+    if (heads.length === 0) return [];
+    this.keyCursor = nextCursor(heads, this.keyCursor);
+    const perKey = rowsPerKey(limit, heads.length);
+    const unsent: Array<{ id: number; orderingKey: string }> = [];
+    const ready: OutboxRow[] = [];
+    for (const h of heads) {
+      for (const r of this.sql.keyRows.all({ now, key: h.orderingKey, n: perKey }) as Array<Record<string, unknown>>) {
+        const row = toRow(r);
+        unsent.push({ id: row.id, orderingKey: h.orderingKey });
+        if (Number(r.ready) === 1) ready.push(row);
+      }
+    }
+    return sendableRows(ready, unsent);
   }
 
   private settle(relayId: string, rows: readonly OutboxRow[], settlement: OutboxSettlement): Promise<void> {
@@ -121,8 +157,20 @@ function toRow(r: Record<string, unknown>): OutboxRow {
   };
 }
 
+const COLUMNS = "id, message_id, exchange, routing_key, body, properties, ordering_key, attempts";
+/** A row may go now: due, and not leased to a relay (or its lease ran out). */
+const READY = "(available_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now))";
+
+function head(bound: string): string {
+  return `SELECT id, ordering_key, ${READY} AS due FROM rabbit_inbox_outbox
+    WHERE sent_at IS NULL AND ordering_key IS NOT NULL ${bound}
+    ORDER BY ordering_key, id
+    LIMIT 1`;
+}
+
 function prepareOutboxStatements(db: SqliteDatabase): Record<
-  "insert" | "resend" | "cleanup" | "candidates" | "unsentOfKeys" | "lease" | "markSent" | "markFailed" | "release", SqliteStatement
+  | "insert" | "resend" | "cleanup" | "unordered" | "headFirst" | "headAfter" | "headFirstUpTo" | "headAfterUpTo" | "keyRows"
+  | "lease" | "markSent" | "markFailed" | "release", SqliteStatement
 > {
   const t = "rabbit_inbox_outbox";
   return {
@@ -136,20 +184,22 @@ function prepareOutboxStatements(db: SqliteDatabase): Record<
         AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= @now)`),
     cleanup: db.prepare(`DELETE FROM ${t} WHERE id IN (
       SELECT id FROM ${t} WHERE sent_at IS NOT NULL AND sent_at < @before ORDER BY sent_at LIMIT @limit)`),
-    // A row behind an earlier unsent row of its key that waits for a retry or is leased elsewhere
-    // is not a candidate: a stuck head would otherwise fill every claim with rows that cannot go.
-    candidates: db.prepare(`SELECT o.id, o.message_id, o.exchange, o.routing_key, o.body, o.properties, o.ordering_key, o.attempts
-      FROM ${t} o
-      WHERE o.sent_at IS NULL AND o.available_at <= @now AND (o.claimed_until IS NULL OR o.claimed_until <= @now)
-        AND (o.ordering_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM ${t} b
-          WHERE b.ordering_key = o.ordering_key AND b.sent_at IS NULL AND b.id < o.id
-            AND (b.available_at > @now OR b.claimed_until > @now)))
-      ORDER BY o.id
+    // Due, unleased rows without an ordering key, through the index of due unordered rows.
+    unordered: db.prepare(`SELECT ${COLUMNS} FROM ${t}
+      WHERE sent_at IS NULL AND ordering_key IS NULL AND available_at <= @now AND (claimed_until IS NULL OR claimed_until <= @now)
+      ORDER BY available_at, id
       LIMIT @limit`),
-    unsentOfKeys: db.prepare(`SELECT id, ordering_key FROM ${t}
-      WHERE sent_at IS NULL AND ordering_key IN (SELECT value FROM json_each(@keys)) AND id <= @maxId
-      ORDER BY id`),
+    // One step of the walk over the ordering keys (a probe of the ordering index): the head
+    // (oldest unsent row) of the first key after @key, and whether it could go now.
+    headFirst: db.prepare(head("")),
+    headAfter: db.prepare(head("AND ordering_key > @key")),
+    headFirstUpTo: db.prepare(head("AND ordering_key <= @upTo")),
+    headAfterUpTo: db.prepare(head("AND ordering_key > @key AND ordering_key <= @upTo")),
+    // The first unsent rows of a key, and whether each could go now (due, not leased elsewhere).
+    keyRows: db.prepare(`SELECT ${COLUMNS}, ${READY} AS ready FROM ${t}
+      WHERE ordering_key = @key AND sent_at IS NULL
+      ORDER BY id
+      LIMIT @n`),
     lease: db.prepare(`UPDATE ${t} SET claimed_by = @relayId, claimed_until = @until WHERE id = @id`),
     markSent: db.prepare(`UPDATE ${t} SET sent_at = @now, attempts = attempts + 1, last_error = NULL, claimed_by = NULL, claimed_until = NULL
       WHERE id = @id`),
