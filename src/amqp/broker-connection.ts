@@ -19,7 +19,7 @@ export function brokerUrlList(urls: BrokerUrls): string[] {
     try {
       protocol = new URL(url).protocol;
     } catch {
-      throw new InboxConfigError(`broker URL ${JSON.stringify(redactSecrets(url))} is not a URL (expected amqp://user:password@host:port/vhost)`);
+      throw new InboxConfigError(`broker URL ${JSON.stringify(redactSecrets(url))}: ${describeAmqpConnectError(new Error("Expected amqp: or amqps: as the protocol"), url)}`);
     }
     if (protocol !== "amqp:" && protocol !== "amqps:") {
       throw new InboxConfigError(`broker URL ${JSON.stringify(redactSecrets(url))} must start with amqp:// or amqps://`);
@@ -78,6 +78,7 @@ export class BrokerConnector {
   /** One pass over the nodes; rejects with every node's failure when none answers. */
   async connect(): Promise<BrokerLink> {
     const failures: string[] = [];
+    const reasons: string[] = [];
     const count = this.urls.length;
     const first = this.connectedOnce ? this.next : 0;
     for (let i = 0; i < count; i++) {
@@ -92,14 +93,18 @@ export class BrokerConnector {
         this.next = (index + 1) % count;
         return { connection, node: brokerNodeLabel(url) };
       } catch (error) {
-        failures.push(`${brokerNodeLabel(url)}: ${redactSecrets(describeAmqpConnectError(error, url))}`);
+        const reason = redactSecrets(describeAmqpConnectError(error, url));
+        reasons.push(reason);
+        failures.push(`${brokerNodeLabel(url)}: ${reason}`);
       }
     }
     // Next time, start over from the node after the one tried first, so nodes take turns.
     this.next = (first + 1) % count;
     this.connectedOnce = true;
     throw new BrokerUnreachableError(
-      count === 1 ? `cannot connect to the RabbitMQ broker at ${failures[0]}` : `cannot connect to any of the ${count} RabbitMQ nodes: ${failures.join("; ")}`,
+      // One node: its failure as it came (it names the host already, as amqplib's own did).
+      count === 1 ? reasons[0]! : `cannot connect to any of the ${count} RabbitMQ nodes: ${failures.join("; ")}`,
+      { failures: reasons },
     );
   }
 }

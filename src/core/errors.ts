@@ -97,8 +97,11 @@ export class QuarantinePublishError extends InboxError {
 
 /** No node of the RabbitMQ broker accepted a connection; the message names each node's failure. */
 export class BrokerUnreachableError extends InboxError {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** Why each node failed, in the order they were tried (no credentials). */
+  readonly failures: readonly string[];
+  constructor(message: string, options?: { cause?: unknown; failures?: readonly string[] }) {
     super("RI_BROKER_UNREACHABLE", "connection", message, options);
+    this.failures = options?.failures ?? [];
   }
 }
 

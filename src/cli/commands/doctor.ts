@@ -1,8 +1,9 @@
-import amqp from "amqplib";
+import { randomBytes } from "node:crypto";
 import type { ChannelModel } from "amqplib";
+import { BrokerConnector } from "../../amqp/broker-connection.js";
+import { CONSISTENT_HASH_PLUGIN, partitionQueueName } from "../../amqp/topology.js";
 import { Command, Option } from "commander";
-import { InboxError, describeError } from "../../core/errors.js";
-import { describeAmqpConnectError } from "../../amqp/describe-connect-error.js";
+import { BrokerUnreachableError, InboxError, describeError } from "../../core/errors.js";
 import { redactSecrets } from "../../core/logger.js";
 import { formatDuration } from "../../retention/duration.js";
 import type { OutboxBacklog } from "../../store/operations.js";
@@ -24,6 +25,7 @@ interface DoctorOptions {
   amqpUrl?: string;
   queue?: string;
   quarantineQueue?: string;
+  partitions?: number;
   json?: boolean;
 }
 
@@ -34,6 +36,7 @@ export function doctorCommand(): Command {
     .addOption(amqpUrlOption())
     .addOption(new Option("--queue <name>", "the work queue to check (the broker is not checked without it)"))
     .addOption(new Option("--quarantine-queue <name>", "default: <queue>.quarantine"))
+    .addOption(new Option("--partitions <count>", "the work queue is partitioned (<queue>.p0 .. p<count-1> behind the x-consistent-hash exchange <queue>): check the plugin, the exchange and every partition").argParser(partitionCount))
     .addOption(jsonOption())
     .action(async (options: DoctorOptions) => {
       const checks = [...await databaseChecks(databaseUrlFrom(options.databaseUrl)), ...await brokerChecks(options)];
@@ -157,31 +160,26 @@ async function brokerChecks(options: DoctorOptions): Promise<DoctorCheck[]> {
   }
   const url = amqpUrlFrom(options.amqpUrl);
   let connection: ChannelModel;
+  let node: string;
+  let connector: BrokerConnector;
   try {
-    connection = await amqp.connect(url, { timeout: 5000, clientProperties: { connection_name: `rabbit-inbox doctor ${process.pid}` } });
+    connector = new BrokerConnector(url, { connectionName: `rabbit-inbox doctor ${process.pid}`, connectTimeoutMs: 5000 });
+    ({ connection, node } = await connector.connect());
     connection.on("error", () => undefined);
   } catch (error) {
     return [{
-      check: "broker", status: "fail", detail: `cannot connect to ${redactSecrets(url)}: ${redactSecrets(describeAmqpConnectError(error, url))}`,
+      check: "broker", status: "fail",
+      detail: `cannot connect to ${redactSecrets(url)}: ${error instanceof BrokerUnreachableError && error.failures.length > 0 ? error.failures.join("; ") : redactSecrets(describeError(error))}`,
       fix: "check --amqp-url / AMQP_URL (user, password, vhost), and that RabbitMQ is running (rabbitmq-server -detached)",
     }];
   }
-  const checks: DoctorCheck[] = [{ check: "broker", status: "ok", detail: `connected to ${redactSecrets(url)}` }];
+  const checks: DoctorCheck[] = [{ check: "broker", status: "ok", detail: `connected to ${node}` }];
   try {
     const quarantineQueue = options.quarantineQueue ?? `${options.queue}.quarantine`;
-    const work = await probeQueue(connection, options.queue);
-    if (!work) {
-      checks.push({
-        check: "work queue", status: "fail", detail: `queue ${JSON.stringify(options.queue)} does not exist`,
-        fix: `start the consumer once with declareTopology (the default) to declare it, or declare it durable yourself (e.g. rabbitmqadmin declare queue name=${options.queue} durable=true)`,
-      });
-    } else if (work.consumerCount === 0) {
-      checks.push({
-        check: "work queue", status: "warn", detail: `queue ${JSON.stringify(options.queue)} exists with ${work.messageCount} ready messages and no consumer`,
-        fix: "start the consumer service",
-      });
+    if (options.partitions !== undefined) {
+      checks.push(...await partitionChecks(connector, connection, options.queue, options.partitions));
     } else {
-      checks.push({ check: "work queue", status: "ok", detail: `queue ${JSON.stringify(options.queue)}: ${work.messageCount} ready, ${work.consumerCount} consumer${work.consumerCount === 1 ? "" : "s"}` });
+      checks.push(workQueueCheck(options.queue, await probeQueue(connection, options.queue)));
     }
     const quarantine = await probeQueue(connection, quarantineQueue);
     if (!quarantine) {
@@ -196,6 +194,94 @@ async function brokerChecks(options: DoctorOptions): Promise<DoctorCheck[]> {
     await connection.close().catch(() => undefined);
   }
   return checks;
+}
+
+function workQueueCheck(queue: string, work: { messageCount: number; consumerCount: number } | null): DoctorCheck {
+  if (!work) {
+    return {
+      check: "work queue", status: "fail", detail: `queue ${JSON.stringify(queue)} does not exist`,
+      fix: `start the consumer once with declareTopology (the default) to declare it, or declare it durable yourself (e.g. rabbitmqadmin declare queue name=${queue} durable=true)`,
+    };
+  }
+  if (work.consumerCount === 0) {
+    return {
+      check: "work queue", status: "warn", detail: `queue ${JSON.stringify(queue)} exists with ${work.messageCount} ready messages and no consumer`,
+      fix: "start the consumer service",
+    };
+  }
+  return { check: "work queue", status: "ok", detail: `queue ${JSON.stringify(queue)}: ${work.messageCount} ready, ${work.consumerCount} consumer${work.consumerCount === 1 ? "" : "s"}` };
+}
+
+/**
+ * A partitioned work queue: the broker must have the consistent-hash plugin (tried on a
+ * connection of its own: an unknown exchange type closes the connection), the exchange must
+ * exist, and every partition must exist and have a consumer (single active consumer: only one of
+ * them takes deliveries).
+ */
+async function partitionChecks(connector: BrokerConnector, connection: ChannelModel, queue: string, count: number): Promise<DoctorCheck[]> {
+  const checks: DoctorCheck[] = [];
+  const { connection: trial } = await connector.connect();
+  trial.on("error", () => undefined);
+  try {
+    const channel = await trial.createChannel();
+    channel.on("error", () => undefined);
+    const name = `rabbit-inbox.doctor.${randomBytes(4).toString("hex")}`;
+    await channel.assertExchange(name, "x-consistent-hash", { durable: false, autoDelete: true });
+    await channel.deleteExchange(name);
+    checks.push({ check: "consistent-hash plugin", status: "ok", detail: `${CONSISTENT_HASH_PLUGIN} is enabled` });
+  } catch (error) {
+    checks.push({
+      check: "consistent-hash plugin", status: "fail", detail: `${CONSISTENT_HASH_PLUGIN} is not enabled on this broker (${describeError(error)}): partitioned consumers cannot start`,
+      fix: `rabbitmq-plugins enable ${CONSISTENT_HASH_PLUGIN} on every node of the cluster`,
+    });
+    return checks;
+  } finally {
+    await trial.close().catch(() => undefined);
+  }
+  const exchange = await probeExchange(connection, queue);
+  checks.push(exchange
+    ? { check: "partition exchange", status: "ok", detail: `exchange ${JSON.stringify(queue)} exists` }
+    : { check: "partition exchange", status: "fail", detail: `exchange ${JSON.stringify(queue)} does not exist: producers' messages are dropped`, fix: "start a partitioned consumer once (it declares the exchange and binds the partitions)" });
+  const missing: string[] = [];
+  const idle: string[] = [];
+  let ready = 0;
+  for (let p = 0; p < count; p++) {
+    const name = partitionQueueName(queue, p);
+    const state = await probeQueue(connection, name);
+    if (!state) missing.push(name);
+    else {
+      ready += state.messageCount;
+      if (state.consumerCount === 0) idle.push(name);
+    }
+  }
+  if (missing.length > 0) {
+    checks.push({ check: "partitions", status: "fail", detail: `missing: ${missing.join(", ")}`, fix: "start a partitioned consumer with this partition count (it declares them)" });
+  } else if (idle.length > 0) {
+    checks.push({ check: "partitions", status: "warn", detail: `${idle.length} of ${count} partitions have no consumer: ${idle.join(", ")} (${ready} ready messages in all)`, fix: "start a replica: the replicas share every partition among themselves" });
+  } else {
+    checks.push({ check: "partitions", status: "ok", detail: `${count} partitions, each consumed; ${ready} ready messages in all` });
+  }
+  return checks;
+}
+
+async function probeExchange(connection: ChannelModel, exchange: string): Promise<boolean> {
+  const channel = await connection.createChannel();
+  channel.on("error", () => undefined);
+  try {
+    await channel.checkExchange(exchange);
+    return true;
+  } catch (error) {
+    if (/NOT_FOUND|404/.test(describeError(error))) return false;
+    throw error;
+  } finally {
+    await channel.close().catch(() => undefined);
+  }
+}
+
+function partitionCount(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1 || value > 1000) throw new CliError(`--partitions must be an integer from 1 to 1000, got ${JSON.stringify(text)}`, 2);
+  return value;
 }
 
 /** A passive declare on a throwaway channel (a missing queue closes the channel it is checked on). */
