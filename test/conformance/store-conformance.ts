@@ -53,6 +53,8 @@ import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { type IncomingMessage, InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
 import type { Store } from "../../src/core/store.js";
+import { purgeExpiredDedupRecords } from "../../src/retention/index.js";
+import { hasOperations } from "../../src/store/operations.js";
 import { incomingMessage } from "../support/messages.js";
 
 export interface StoreFixture<Tx> {
@@ -713,6 +715,39 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
           expect(results.flat().every((o) => o.kind === "applied" || o.kind === "duplicate")).toBe(true);
           for (const k of keys) expect(await readCounter(`acct-${k}`)).toBe(1);
           expect(await store.countInbox("conformance")).toBe(keys.length);
+        });
+      });
+
+      describe("the stale fence's boundary", () => {
+        it("an event stamped exactly at the purge horizon is stale, as is one a millisecond earlier; a millisecond later is new", async () => {
+          if (!hasOperations(store)) throw new Error(`the ${name} store has no operations(): it has no purge horizon and no stale fence`);
+          const ops = store.operations();
+          // Event times in epoch milliseconds from a body field: exact to the millisecond.
+          const p = pipeline(counterHandler(business), { staleFence: { eventTimeField: "at" } });
+          expect(kinds(await p.process([message("t1", "seed", "seed", 1)]))).toEqual(["applied"]);
+          await sleep(5); // a zero replay window purges what was first seen strictly before now
+          expect((await purgeExpiredDedupRecords(ops, { replayWindowMs: 0, force: true })).purged).toBe(1);
+          // The horizon the fence compares with, as the claim reports it: the database's own
+          // value cut to the millisecond (microseconds on PostgreSQL and MariaDB).
+          const probe = await store.transaction((tx) => tx.claim("conformance", [{ key: { tenant: "t1", eventId: "probe" }, fingerprint: "f", eventTime: new Date(0) }]));
+          expect(probe).toMatchObject([{ status: "stale" }]);
+          const horizon = (probe[0] as { horizon: Date }).horizon.getTime();
+          const [stored] = await ops.purgeHorizons();
+          expect(horizon).toBe(Math.floor(stored!.purgedThrough.getTime()));
+
+          const outcomes = await p.process([
+            message("t1", "before", "before", 1, { at: horizon - 1 }),
+            message("t1", "at", "at", 1, { at: horizon }),
+            message("t1", "after", "after", 1, { at: horizon + 1 }),
+          ]);
+          expect(kinds(outcomes)).toEqual(["quarantined:stale", "quarantined:stale", "applied"]);
+          // Neither stale event left a dedup record or a business write behind.
+          expect(await readCounter("before")).toBeNull();
+          expect(await readCounter("at")).toBeNull();
+          expect(await readCounter("after")).toBe(1);
+          expect(await store.countInbox("conformance", { tenant: "t1", eventId: "at" })).toBe(0);
+          expect(await store.countInbox("conformance")).toBe(1);
+          expect((await quarantine()).map((q) => [q.eventId, q.reason]).sort()).toEqual([["at", "stale"], ["before", "stale"]]);
         });
       });
 
