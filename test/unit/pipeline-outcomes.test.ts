@@ -123,3 +123,28 @@ describe("a batch's claims", () => {
     expect(retriesLogged(lines)).toBe(0);
   });
 });
+
+describe("contention that outlives the in-process retries", () => {
+  const deadlock = () => new TransientStoreError("deadlock detected");
+
+  it("a batch is isolated message by message, not delayed or quarantined as a whole", async () => {
+    const { store, lines, delayAsked, pipeline } = setup();
+    store.script = (attempt) => { if (attempt <= 3) throw deadlock(); return "commit"; };
+    expect(kinds(await pipeline.process([message("e-1"), message("e-2")]))).toEqual(["applied", "applied"]);
+    expect(lines.filter((l) => l.message === "batch failed; isolating its messages one by one")).toHaveLength(1);
+    expect(store.transactions).toBe(5); // three for the batch, then one per message
+    expect(delayAsked).toEqual([]);
+    expect(store.quarantined).toEqual([]);
+    expect(store.effects).toEqual(["e-1", "e-2"]);
+  });
+
+  it("a lone message gets a delayed retry while the broker layer can schedule one, and is not quarantined", async () => {
+    const { store, delayAsked, pipeline } = setup();
+    store.script = () => { throw deadlock(); };
+    const [outcome] = await pipeline.process([message("e-1")]);
+    expect(outcome).toMatchObject({ kind: "delayed", key: { tenant: "t1", eventId: "e-1" } });
+    expect(delayAsked).toEqual(["test.events"]);
+    expect(store.transactions).toBe(3);
+    expect(store.quarantined).toEqual([]);
+  });
+});
