@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: [".bench/**", "dist/**", "node_modules/**", "data/**", "coverage/**", "examples/byo-transaction/prisma/generated/**"] },
+  { ignores: [".bench/**", "dist/**", "node_modules/**", "data/**", "coverage/**", "examples/byo-transaction/prisma/generated/**", "reports/**", ".stryker-tmp/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
@@ -32,5 +32,5 @@ export default tseslint.config(
     },
   },
   // Plain JS outside the TypeScript project: no type information to lint with.
-  { files: ["eslint.config.js", "bin/**/*.js"], ...tseslint.configs.disableTypeChecked },
+  { files: ["eslint.config.js", "stryker.config.mjs", "stryker.stores.config.mjs", "bin/**/*.js"], ...tseslint.configs.disableTypeChecked },
 );

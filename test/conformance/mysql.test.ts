@@ -46,6 +46,7 @@ describeStoreConformance<MysqlConnection>(
   },
   {
     concurrentStores: 5,
+    rowLocks: true,
     business: {
       add: async (c, account, delta) => {
         await c.execute(

@@ -29,6 +29,7 @@ describeStoreConformance<PgClient>(
   },
   {
     concurrentStores: 5,
+    rowLocks: true,
     business: {
       add: async (c, account, delta) => {
         await c.query(

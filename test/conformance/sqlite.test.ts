@@ -34,6 +34,7 @@ describeStoreConformance<SqliteDatabase>(
   },
   {
     concurrentStores: 2,
+    rowLocks: false,
     business: {
       add: (db, account, delta) => {
         db.prepare(

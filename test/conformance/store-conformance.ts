@@ -52,7 +52,9 @@ import type { FaultPoint, PipelineHook } from "../../src/core/hooks.js";
 import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { type IncomingMessage, InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
-import type { Store } from "../../src/core/store.js";
+import type { InboxClaim, Store, StoreTransaction } from "../../src/core/store.js";
+import { purgeExpiredDedupRecords } from "../../src/retention/index.js";
+import { type InboxOperations, hasOperations } from "../../src/store/operations.js";
 import { incomingMessage } from "../support/messages.js";
 
 export interface StoreFixture<Tx> {
@@ -67,6 +69,11 @@ export interface StoreFixture<Tx> {
   createBusinessTable(): Promise<void>;
   /** Closes every store opened by the fixture and removes the database. */
   cleanup(): Promise<void>;
+  /**
+   * The operator's side of the same tables (purge, horizons), for a store that has no
+   * `operations()` of its own. Default: the store's `operations()`.
+   */
+  operations?(): Promise<InboxOperations>;
 }
 
 /** Business SQL for one driver, run through the transaction handle the store gives handlers. */
@@ -83,6 +90,12 @@ export interface ConformanceOptions<Tx> {
   business: BusinessTable<Tx>;
   /** Store instances racing on one key in the concurrency tests (>= 2). */
   concurrentStores: number;
+  /**
+   * True when concurrent transactions lock rows (index entries), so that the order in which a
+   * batch claims its keys decides whether two batches can deadlock; false for a database with
+   * one writer at a time (SQLite), where a second writer waits or retries whatever the order.
+   */
+  rowLocks: boolean;
 }
 
 /** The suite's event: add `delta` to `account`. */
@@ -145,6 +158,19 @@ function recordingLogger(): Logger & { lines: LogLine[] } {
     lines.push({ level, message, fields });
   };
   return { lines, debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+}
+
+/** The store, with the event ids of each claim call recorded in the order the store received them. */
+function recordingClaims<Tx>(store: Store<Tx>, calls: string[][]): Store<Tx> {
+  return Object.assign(Object.create(store) as Store<Tx>, {
+    transaction: <T>(work: (tx: StoreTransaction<Tx>) => Promise<T>, beforeCommit?: () => Promise<void> | void) =>
+      store.transaction((tx) => work(Object.assign(Object.create(tx) as StoreTransaction<Tx>, {
+        claim: (handler: string, claims: readonly InboxClaim[]) => {
+          calls.push(claims.map((c) => c.key.eventId));
+          return tx.claim(handler, claims);
+        },
+      })), beforeCommit),
+  });
 }
 
 /** A ledger-like event body. */
@@ -670,12 +696,12 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
       describe("S12: concurrent transactions on one key", () => {
         const slowHandler = (delayMs: number) => counterHandler(business, { afterWrite: () => sleep(delayMs) });
 
-        async function racingPipelines(n: number, delayMs = 100) {
+        async function racingPipelines(n: number, delayMs = 100, logger: Logger = recordingLogger(), claimed?: string[][]) {
           const stores = [store];
           for (let i = 1; i < n; i++) stores.push(await fx.openPeer());
           // Warm every store up so the race starts with open connections.
           for (const s of stores) expect(await s.countInbox("conformance")).toBe(0);
-          return stores.map((s) => pipeline(slowHandler(delayMs), { retry: patientRetry }, s));
+          return stores.map((s) => pipeline(slowHandler(delayMs), { retry: patientRetry, logger }, claimed ? recordingClaims(s, claimed) : s));
         }
 
         it(`${options.concurrentStores} stores, same event: exactly one applied, the others duplicates`, async () => {
@@ -704,15 +730,59 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
         });
 
         it("overlapping batches in opposite key orders: every key applied exactly once, no failure", async () => {
-          const pipelines = await racingPipelines(Math.min(options.concurrentStores, 3), 10);
+          const logger = recordingLogger();
+          const claimed: string[][] = [];
+          const pipelines = await racingPipelines(Math.min(options.concurrentStores, 3), 10, logger, claimed);
           const keys = Array.from({ length: 8 }, (_, i) => `e-${i}`);
           const orders = [keys, [...keys].reverse(), [...keys.slice(4), ...keys.slice(0, 4)]];
           const results = await Promise.all(pipelines.map((p, i) => p.process(orders[i]!.map((k) => message("t1", k, `acct-${k}`, 1)))));
+          // Whatever order the batches arrived in, each claim reached the store sorted by key.
+          expect(claimed.length).toBeGreaterThanOrEqual(pipelines.length);
+          for (const ids of claimed) expect(ids).toEqual([...ids].sort());
+          if (options.rowLocks) {
+            // Claims in key order take the unique-index locks in one order: the batches wait for
+            // each other but never deadlock. A deadlock would be retried away and go unseen
+            // in the outcomes; the retry log shows it.
+            expect(logger.lines.filter((l) => l.message === "transaction failed, retrying").map((l) => l.fields?.error)).toEqual([]);
+          }
           const applied = results.flat().flatMap((o) => (o.kind === "applied" ? [o.key.eventId] : [])).sort();
           expect(applied).toEqual([...keys].sort());
           expect(results.flat().every((o) => o.kind === "applied" || o.kind === "duplicate")).toBe(true);
           for (const k of keys) expect(await readCounter(`acct-${k}`)).toBe(1);
           expect(await store.countInbox("conformance")).toBe(keys.length);
+        });
+      });
+
+      describe("the stale fence's boundary", () => {
+        it("an event stamped exactly at the purge horizon is stale, as is one a millisecond earlier; a millisecond later is new", async () => {
+          const ops = fx.operations ? await fx.operations() : hasOperations(store) ? store.operations() : undefined;
+          if (!ops) throw new Error(`the ${name} fixture has no operations(): nothing can purge, so no purge horizon to test`);
+          // Event times in epoch milliseconds from a body field: exact to the millisecond.
+          const p = pipeline(counterHandler(business), { staleFence: { eventTimeField: "at" } });
+          expect(kinds(await p.process([message("t1", "seed", "seed", 1)]))).toEqual(["applied"]);
+          await sleep(5); // a zero replay window purges what was first seen strictly before now
+          expect((await purgeExpiredDedupRecords(ops, { replayWindowMs: 0, force: true })).purged).toBe(1);
+          // The horizon the fence compares with, as the claim reports it: the database's own
+          // value cut to the millisecond (microseconds on PostgreSQL and MariaDB).
+          const probe = await store.transaction((tx) => tx.claim("conformance", [{ key: { tenant: "t1", eventId: "probe" }, fingerprint: "f", eventTime: new Date(0) }]));
+          expect(probe).toMatchObject([{ status: "stale" }]);
+          const horizon = (probe[0] as { horizon: Date }).horizon.getTime();
+          const [stored] = await ops.purgeHorizons();
+          expect(horizon).toBe(Math.floor(stored!.purgedThrough.getTime()));
+
+          const outcomes = await p.process([
+            message("t1", "before", "before", 1, { at: horizon - 1 }),
+            message("t1", "at", "at", 1, { at: horizon }),
+            message("t1", "after", "after", 1, { at: horizon + 1 }),
+          ]);
+          expect(kinds(outcomes)).toEqual(["quarantined:stale", "quarantined:stale", "applied"]);
+          // Neither stale event left a dedup record or a business write behind.
+          expect(await readCounter("before")).toBeNull();
+          expect(await readCounter("at")).toBeNull();
+          expect(await readCounter("after")).toBe(1);
+          expect(await store.countInbox("conformance", { tenant: "t1", eventId: "at" })).toBe(0);
+          expect(await store.countInbox("conformance")).toBe(1);
+          expect((await quarantine()).map((q) => [q.eventId, q.reason]).sort()).toEqual([["at", "stale"], ["before", "stale"]]);
         });
       });
 

@@ -75,20 +75,28 @@ export function describeByoTransaction<Tx>(name: string, open: OpenDataLayer<Tx>
         return layer;
       };
       const first = await openLayer();
+      let operator: PostgresStore | undefined;
       return {
         store: first.store,
         openPeer: async () => (await openLayer()).store,
+        // The adapters have no operations() by design: the operator's PostgresStore on the same tables.
+        operations: async () => {
+          operator ??= await PostgresStore.connect(schema.url);
+          return operator.operations();
+        },
         createBusinessTable: () => withAdmin(schema.url, (c) => c.query(
           "CREATE TABLE conformance_counters (account text PRIMARY KEY, value bigint NOT NULL CHECK (value >= 0))",
         )).then(() => undefined),
         cleanup: async () => {
           for (const layer of layers) await layer.close();
+          await operator?.close();
           await schema.drop();
         },
       };
     },
     {
       concurrentStores: 5,
+      rowLocks: true,
       // The conformance suite's business SQL, run through the data layer's transaction: the
       // same connection and transaction the inbox record is written on.
       business: {
