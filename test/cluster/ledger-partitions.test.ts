@@ -3,12 +3,11 @@ import { BrokerClient, type LedgerProcess, waitUntil } from "../../examples/ledg
 import { brokerNodeLabel } from "../../src/index.js";
 import { cluster, clusterUrls, killNode, restartNode } from "../support/cluster.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
-import { accountIds, accountStories, expectStoriesAppliedInOrder, waitForApplied, waitForBalance } from "../support/partitioned-ledger.js";
+import { accountIds, accountStories, expectStoriesAppliedInOrder, publishStream, waitForApplied, waitForBalance } from "../support/partitioned-ledger.js";
 
 const CLUSTER_URLS = clusterUrls.join(",");
 const nodeLabel = (node: number) => brokerNodeLabel(cluster.url(node));
 const PARTITIONS = 6;
-const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
 
 /**
  * The ledger's partitioned contract, exercised literally: LEDGER_PARTITIONS=P declares the
@@ -54,17 +53,7 @@ describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
     try {
       const accounts = accountIds(600);
       const stories = accountStories("t1", accounts, 20);
-      const chunks = 30;
-      const chunk = Math.ceil(stories.length / chunks);
-      let published = 0;
-      const publishing = (async () => {
-        for (let i = 0; i < stories.length; i += chunk) {
-          await publisher.publishRouted(t.queue, stories.slice(i, i + chunk));
-          published += Math.min(chunk, stories.length - i);
-          await sleep(100);
-        }
-      })();
-      const whenPublished = (fraction: number) => waitUntil(() => (published >= stories.length * fraction ? true : undefined), `${fraction} of the events published`, { timeoutMs: 60_000 });
+      const { publishing, whenPublished } = publishStream(publisher, t.queue, stories);
 
       await whenPublished(0.25);
       const [killed, second, third] = replicas as [LedgerProcess, LedgerProcess, LedgerProcess];
@@ -98,22 +87,14 @@ describe("partitioned ledger on a RabbitMQ cluster (postgres)", () => {
     try {
       const accounts = accountIds(600);
       const stories = accountStories("t1", accounts, 20);
-      const chunk = Math.ceil(stories.length / 30);
-      let published = 0;
-      const publishing = (async () => {
-        for (let i = 0; i < stories.length; i += chunk) {
-          await publisher.publishRouted(t.queue, stories.slice(i, i + chunk));
-          published += Math.min(chunk, stories.length - i);
-          await sleep(100);
-        }
-      })();
-      await waitUntil(() => (published >= stories.length * 0.3 ? true : undefined), "30% of the events published", { timeoutMs: 60_000 });
+      const { publishing, whenPublished } = publishStream(publisher, t.queue, stories);
+      await whenPublished(0.3);
       await killNode(1);
       // Each replica is back within seconds, through another node.
       for (const r of replicas) {
         await waitUntil(() => r.logs.find((l) => l.msg === "AMQP session restored" && l.node !== nodeLabel(1)), `${r.label} to reconnect through another node`, { timeoutMs: 30_000, watch: replicas });
       }
-      await waitUntil(() => (published >= stories.length * 0.6 ? true : undefined), "60% of the events published", { timeoutMs: 90_000 });
+      await whenPublished(0.6, 90_000);
       await restartNode(1);
       await publishing;
       await waitForApplied(t, stories.length, replicas, 120_000);

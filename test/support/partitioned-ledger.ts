@@ -1,5 +1,5 @@
 import { expect } from "vitest";
-import { type LedgerMessage, type LedgerProcess, accountOpened, balanceAdjusted, waitUntil } from "../../examples/ledger/harness.js";
+import { type BrokerClient, type LedgerMessage, type LedgerProcess, accountOpened, balanceAdjusted, waitUntil } from "../../examples/ledger/harness.js";
 import type { LedgerTestContext } from "./ledger-harness.js";
 import { outboxTableAt } from "./outbox.js";
 
@@ -85,4 +85,28 @@ export async function waitForApplied(t: LedgerTestContext, events: number, watch
     seen = (await t.tables()).inbox.length;
     return seen >= events ? true : undefined;
   }, `${events} events to be applied (${seen} so far)`, { timeoutMs, intervalMs: 500, watch });
+}
+
+/**
+ * Publishes `messages` to the partitioned ledger's exchange in 30 chunks, 100 ms apart, so that
+ * a test can kill, stop or add processes while events flow.
+ */
+export function publishStream(publisher: BrokerClient, exchange: string, messages: readonly LedgerMessage[]): {
+  publishing: Promise<void>;
+  whenPublished: (fraction: number, timeoutMs?: number) => Promise<true>;
+} {
+  const chunk = Math.ceil(messages.length / 30);
+  let published = 0;
+  const publishing = (async () => {
+    for (let i = 0; i < messages.length; i += chunk) {
+      await publisher.publishRouted(exchange, messages.slice(i, i + chunk));
+      published += Math.min(chunk, messages.length - i);
+      await new Promise((done) => setTimeout(done, 100));
+    }
+  })();
+  return {
+    publishing,
+    whenPublished: (fraction, timeoutMs = 60_000) =>
+      waitUntil(() => (published >= messages.length * fraction ? true : undefined), `${Math.round(fraction * 100)}% of the events published`, { timeoutMs }),
+  };
 }
