@@ -64,6 +64,10 @@ export class PartitionMembership {
     this.announce("heartbeat");
     this.timer = setInterval(() => this.tick(), this.options.heartbeatMs);
     this.timer.unref();
+    // A replica that knows no other yet waits one heartbeat before it counts the members: the
+    // others answer its announcement at once, and without the wait it would take every partition
+    // and give most back a moment later.
+    if (this.lastHeard.size === 0) await new Promise((resolve) => setTimeout(resolve, this.options.heartbeatMs));
   }
 
   /** Stops announcing (the connection is gone); the member list is kept. */
