@@ -44,12 +44,14 @@ export function ledgerQueueNames(queue: string, partitions = 0): string[] {
   ];
 }
 
-/**
- * The exchanges a ledger consuming `queue` declares: `<queue>.balance-changed` (its outbox's
- * target) and, partitioned, the consistent-hash exchange `<queue>` and `<queue>.members`.
- */
+/** The exchanges a ledger consuming `queue` declares: `<queue>.balance-changed` (its outbox's target). */
 export function ledgerExchangeNames(queue: string): string[] {
-  return [`${queue}.balance-changed`, queue, `${queue}.members`];
+  return [`${queue}.balance-changed`];
+}
+
+/** What a partitioned ledger declares besides: the consistent-hash exchange `<queue>` and `<queue>.members`. */
+export function partitionExchangeNames(queue: string): string[] {
+  return [queue, `${queue}.members`];
 }
 
 /** The routing key producers use on a partitioned ledger: one account's events, one partition. */

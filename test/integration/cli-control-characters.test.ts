@@ -51,7 +51,8 @@ describe("control characters from messages are shown inert", () => {
     const databaseUrl = database.url;
     const queue = `ri.test.controls.${randomBytes(4).toString("hex")}`;
     cleanups.push(await ledgerTopology(queue));
-    const ledger = await LedgerService.start({ queue, databaseUrl });
+    // One short delayed retry: the adjustment of a missing account is quarantined after it.
+    const ledger = await LedgerService.start({ queue, databaseUrl, env: { LEDGER_RETRY_DELAYS_MS: "50" } });
 
     const conflictId = `e-${CSI8}-${RLO}1`;
     const missingAccount = `acct${RLO}${CSI8}`;
@@ -60,10 +61,10 @@ describe("control characters from messages are shown inert", () => {
       { type: "balance.adjusted", tenant: "t1", event_id: conflictId, account_id: "a", delta_cents: 10 },
       { type: "balance.adjusted", tenant: "t1", event_id: "e-missing", account_id: missingAccount, delta_cents: 5 },
     ]);
-    await ledger.waitForSettled(3);
+    await ledger.waitForSettled(4);
     await publishAll(queue, [{ type: "balance.adjusted", tenant: "t1", event_id: conflictId, account_id: "a", delta_cents: 10, note: `${COLOUR}${TITLE}` }]);
     await publishAll(queue, [`not json ${COLOUR}RED${TITLE} ${CSI8} ${RLO}evil`], { messageId: `m${RLO}1`, headers: { "x-note": `${TITLE}${CSI8}` } });
-    await ledger.waitForSettled(5);
+    await ledger.waitForSettled(6);
 
     const env = { DATABASE_URL: databaseUrl };
     type Listed = { id: number; reason: string; event_id: string | null; detail: string };

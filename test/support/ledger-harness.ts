@@ -1,7 +1,7 @@
 import { afterEach, beforeEach } from "vitest";
 import {
   BrokerClient, type CliBalance, type CliQuarantine, type ExitStatus, LedgerProcess, type LedgerProcessOptions, type LedgerTables,
-  cliBalances, cliQuarantine, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, randomQueueName, readLedgerTables,
+  cliBalances, cliQuarantine, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, partitionExchangeNames, randomQueueName, readLedgerTables,
 } from "../../examples/ledger/harness.js";
 import { createEmptyDatabase } from "./databases.js";
 
@@ -75,7 +75,7 @@ export function useLedgerTest(kind: LedgerDatabaseKind, options: LedgerTestOptio
     await killAllLedgerProcesses();
     if (!s) return;
     await s.broker.deleteQueues(...ledgerQueueNames(s.queue, options.partitions));
-    await s.broker.deleteExchanges(...ledgerExchangeNames(s.queue));
+    await s.broker.deleteExchanges(...ledgerExchangeNames(s.queue), ...(options.partitions ? partitionExchangeNames(s.queue) : []));
     await s.broker.close();
     await s.remove();
   });
