@@ -9,7 +9,7 @@
  *                (batchSize 500, prefetch 1000), as the ledger runs
  * and prints msgs/s (from the first delivery to the last settle, in every scenario), p50/p99
  * settle latency, this process's CPU per message, where the machine's CPU went (broker,
- * database, this process, idle; from /proc), peak RSS and the MISSION.md ratios. The benchmark
+ * database, this process, idle; from /proc), peak RSS and the target ratios. The benchmark
  * runs compiled (tsc), as the library ships, and each scenario runs once untimed (`--warmup`
  * messages) before the first timed run, so none is timed cold. `--queue-args` gives every
  * scenario's queue the same arguments (e.g. '{"x-queue-mode":"lazy"}'; default: none).

@@ -1,6 +1,6 @@
 import { InvalidEventError, type ParsedEvent, readId } from "../../src/index.js";
 
-/** The ledger's events (MISSION.md, "The reference application"). Money is integer cents (S5). */
+/** The ledger's events. Money is integer cents. */
 export type LedgerEvent =
   | { type: "account.opened"; tenant: string; eventId: string; accountId: string }
   | { type: "balance.adjusted"; tenant: string; eventId: string; accountId: string; deltaCents: number };

@@ -41,7 +41,7 @@ export interface LedgerHandlerOptions {
   balanceChangedExchange?: string;
 }
 
-/** The `balance.changed` message (MISSION.md): the balance right after the event was applied. */
+/** The `balance.changed` message: the balance right after the event was applied. */
 export interface BalanceChanged {
   type: "balance.changed";
   tenant: string;
@@ -133,7 +133,7 @@ type Publish = LedgerItems<unknown>[number]["ctx"]["publish"];
 /**
  * Both paths replay a batch's adjustments in delivery order through this: it refuses an
  * adjustment of an account that was never opened or one that would leave the safe range, and
- * keeps the `balance.changed` message of each applied one (the balance right after it, S14).
+ * keeps the `balance.changed` message of each applied one (the balance right after it).
  */
 class AdjustmentReplay {
   readonly rejections: BatchRejection[] = [];

@@ -1,7 +1,7 @@
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import type { LedgerSql } from "./ledger-handler.js";
 
-// The CHECK keeps SQLite from silently turning an overflowing integer into a float (S5).
+// The CHECK keeps SQLite from silently turning an overflowing integer into a float.
 export const sqliteLedgerSchema = `
 CREATE TABLE IF NOT EXISTS ledger_accounts (
   tenant        TEXT    NOT NULL,

@@ -1,5 +1,5 @@
 /**
- * The ledger service: consumes LEDGER_QUEUE and applies each event once (MISSION.md). For every
+ * The ledger service: consumes LEDGER_QUEUE and applies each event once. For every
  * applied `balance.adjusted` it publishes, through the transactional outbox, a persistent
  * `balance.changed` JSON message to the durable fanout exchange `<LEDGER_QUEUE>.balance-changed`
  * (declared at start) with a message id that is the same on every re-send; the outbox relay

@@ -1,7 +1,7 @@
 /**
  * The delivery tags of ONE channel that are delivered but not yet acked or nacked. Tags arrive
  * in increasing order, and a Set keeps insertion order, so the lowest unsettled tag is the first.
- * A multiple-ack up to tag T is safe only when no tag below T is still unsettled (S7): otherwise
+ * A multiple-ack up to tag T is safe only when no tag below T is still unsettled: otherwise
  * it would ack another batch's in-flight delivery, and that batch's own ack would then close
  * the channel with 406 PRECONDITION_FAILED.
  */

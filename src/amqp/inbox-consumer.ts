@@ -90,7 +90,7 @@ export interface InboxConsumerOptions<E, Tx> {
   decodeLimits?: PipelineOptions<E, Tx>["decodeLimits"];
   quarantineBodyCap?: number;
   /**
-   * Where the stale fence (S13) reads an event's time: the AMQP `timestamp` property (default),
+   * Where the stale fence reads an event's time: the AMQP `timestamp` property (default),
    * else `eventTimeField` of the body. See docs/operations.md.
    */
   staleFence?: PipelineOptions<E, Tx>["staleFence"];
@@ -128,7 +128,7 @@ export interface PartitionOptions {
   memberId?: string;
 }
 
-/** A delivery and the one channel allowed to settle it (S7). */
+/** A delivery and the one channel allowed to settle it. */
 interface Delivery {
   message: ConsumeMessage;
   consumer: QueueConsumer;

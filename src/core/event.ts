@@ -1,7 +1,7 @@
 import { LONE_SURROGATE } from "./decode.js";
 import { InvalidEventError } from "./errors.js";
 
-/** The identity of a business event within one handler's dedup scope (S1, S2). */
+/** The identity of a business event within one handler's dedup scope. */
 export interface EventKey {
   tenant: string;
   eventId: string;

@@ -15,14 +15,14 @@ export interface DeliveryInfo {
 
 /** Handed to a handler for each event it applies. */
 export interface HandlerContext<Tx> {
-  /** The open database transaction: write business data through it (S11). */
+  /** The open database transaction: write business data through it. */
   readonly tx: Tx;
   readonly key: EventKey;
   /** The handler (dedup scope) name. */
   readonly handler: string;
   readonly delivery: DeliveryInfo;
   /**
-   * A stable key for an outgoing call made because of this event (S14): the same on every
+   * A stable key for an outgoing call made because of this event: the same on every
    * redelivery, different per tenant, handler, event and `name`. Pass it as the
    * Idempotency-Key of a payment API, for example. A version that an operator let replace the
    * applied one (`quarantine replay --accept-new`) gets keys of its own (they include its
@@ -30,7 +30,7 @@ export interface HandlerContext<Tx> {
    */
   idempotencyKey(name?: string): string;
   /**
-   * Publishes a message through the transactional outbox (S14): the message is written in this
+   * Publishes a message through the transactional outbox: the message is written in this
    * transaction, with the inbox record and the business update, and the outbox relay publishes
    * it after COMMIT (persistent, publisher confirms, `mandatory`). A rollback leaves nothing;
    * a duplicate of this event produces nothing again. The message id is derived from
@@ -62,7 +62,7 @@ export interface BatchRejection {
 }
 
 /**
- * A consumer's business logic. `name` is the dedup scope (S2): two handlers consuming the same
+ * A consumer's business logic. `name` is the dedup scope: two handlers consuming the same
  * event each apply it once. Provide `handle` (one event at a time), `handleBatch` (set-based,
  * fastest), or both.
  */

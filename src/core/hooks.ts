@@ -1,6 +1,6 @@
 import type { EventKey } from "./event.js";
 
-/** The three failure windows of S10, as points where a test or a drill can inject a fault. */
+/** The three failure windows (before commit, after commit before the ack, after the ack), as points where a test or a drill can inject a fault. */
 export type FaultPoint = "before-commit" | "after-commit" | "after-ack";
 
 /**

@@ -48,7 +48,7 @@ export interface PipelineOptions<E, Tx> {
    */
   canDelayRetry?: (delivery: DeliveryInfo) => boolean;
   /**
-   * Where the stale fence (S13) reads an event's time: the AMQP `timestamp` property, else this
+   * Where the stale fence reads an event's time: the AMQP `timestamp` property, else this
    * body field. Default: the AMQP timestamp only; an event without one is never stale.
    */
   staleFence?: StaleFenceOptions;
@@ -396,7 +396,7 @@ export class InboxPipeline<E, Tx> {
 
     if (toApply.length > 0) {
       // Outbox rows (ctx.publish) are collected per event and written in this transaction once
-      // the handler accepted the batch; a refused or failed attempt leaves none behind (S14).
+      // the handler accepted the batch; a refused or failed attempt leaves none behind.
       const outbox = toApply.map((p) => {
         const source: OutboxSource = { tenant: p.key.tenant, handler: this.handlerName, eventId: p.key.eventId };
         // A version that replaced an applied one gets its own message ids and idempotency keys.
@@ -461,7 +461,7 @@ export class InboxPipeline<E, Tx> {
     return { kind: "quarantined", key: p.key, reason: "conflict", detail, record };
   }
 
-  /** S13: the event is older than the purge horizon and unknown to the dedup table; never applied blindly. */
+  /** Stale: the event is older than the purge horizon and unknown to the dedup table; never applied blindly. */
   private staleOutcome(message: IncomingMessage, p: Ready<E>, horizon: Date, quarantine: QuarantineRecord[]): Outcome {
     const eventTime = this.eventTimes.get(message);
     const detail = `event ${p.key.eventId} of tenant ${p.key.tenant} has event time ${eventTime?.toISOString() ?? "?"}, at or before the purge horizon ${horizon.toISOString()}, and no dedup record: it may have been applied and purged, so it is not applied blindly`;
@@ -515,7 +515,7 @@ export class InboxPipeline<E, Tx> {
   }
 
   /**
-   * S14: a duplicate's handler never runs again, but what its first run wrote to the outbox may
+   * Outbox: a duplicate's handler never runs again, but what its first run wrote to the outbox may
    * still be unsent (relay down, broker unreachable, retries backing off): make those rows due
    * now and wake the relays. Best effort, after COMMIT: the relays' polling covers a failure.
    */

@@ -1,4 +1,4 @@
-/** In-process retry of a whole transaction after a transient failure (S8). */
+/** In-process retry of a whole transaction after a transient failure. */
 export interface RetryPolicy {
   /** Attempts in all, the first included. Default 5. */
   maxAttempts: number;

@@ -1,12 +1,12 @@
 import type { EventKey } from "./event.js";
 
-/** One inbox row to insert: the dedup record of S2/S3. */
+/** One inbox row to insert: the dedup record (scope and payload fingerprint). */
 export interface InboxClaim {
   key: EventKey;
   fingerprint: string;
   /**
    * The event's own time (AMQP `timestamp`, or a configured body field), for the stale fence
-   * (S13): a key the store does not find, whose event time is at or before the handler's purge
+   *: a key the store does not find, whose event time is at or before the handler's purge
    * horizon, is refused as `stale`, since its dedup record may have been purged. Undefined: the
    * event is taken as first seen now, and is never stale.
    */
@@ -51,7 +51,7 @@ export interface QuarantineRecord {
   /** AMQP properties and headers, as JSON text, for the operator. */
   properties: string;
   queue: string;
-  /** The event's own time, when known: cleanup keeps the records an entry's replay needs (S13). */
+  /** The event's own time, when known: cleanup keeps the records an entry's replay needs. */
   eventTime?: Date | null;
 }
 
@@ -71,7 +71,7 @@ export interface QuarantineEntry {
   lastSeen: Date;
 }
 
-/** The event whose handling produced an outbox message (S14). */
+/** The event whose handling produced an outbox message. */
 export interface OutboxSource {
   tenant: string;
   handler: string;
@@ -85,7 +85,7 @@ export interface OutboxSource {
 
 /**
  * One outgoing message, written to the outbox in the same transaction as the inbox record and
- * the business update that caused it, and published later by the relay (S14).
+ * the business update that caused it, and published later by the relay.
  */
 export interface OutboxRecord {
   /** The AMQP `messageId`; unique in the outbox, the same on every re-send. */
@@ -104,20 +104,20 @@ export interface OutboxRecord {
 /**
  * The work a store does inside one open transaction. `handle` is the driver object the user's
  * handler receives (a pg PoolClient, a better-sqlite3 Database, ...) so business writes join
- * the same transaction as the inbox record (S11).
+ * the same transaction as the inbox record.
  */
 export interface StoreTransaction<Tx> {
   readonly handle: Tx;
   /**
    * Inserts one inbox row per claim, all for one handler, in the given order. The unique key
-   * `(tenant, handler, event_id)` decides under concurrency (S12): never select-then-insert.
+   * `(tenant, handler, event_id)` decides under concurrency: never select-then-insert.
    * A key held by a concurrent uncommitted transaction waits for it. Keys must be distinct.
    */
   claim(handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]>;
   /** Records (or counts again) quarantine entries; idempotent per (handler, key, fingerprint) or body hash. */
   quarantine(records: readonly QuarantineRecord[]): Promise<void>;
   /**
-   * Writes outbox rows, in the given order, in this transaction (S14). A message id already in
+   * Writes outbox rows, in the given order, in this transaction. A message id already in
    * the outbox is skipped, not an error. Optional so that a store without an outbox table
    * still satisfies the contract: a handler's `ctx.publish` then fails with InboxConfigError.
    */
@@ -154,7 +154,7 @@ export interface Store<Tx = unknown> {
   /** Counts inbox rows for a handler, optionally for one key: for tests and `status`. */
   countInbox(handler: string, key?: EventKey): Promise<number>;
   /**
-   * For duplicates (S14): makes the unsent outbox rows produced by these events of `handler`
+   * For duplicates: makes the unsent outbox rows produced by these events of `handler`
    * due now, wakes the relays, and returns how many rows that was. Rows a relay is sending
    * right now are left alone. Runs in its own short transaction. Optional (no outbox: no-op).
    */

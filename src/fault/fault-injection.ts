@@ -35,7 +35,7 @@ export function parseFaultSpec(text: string): FaultSpec {
  * A pipeline hook that injects one fault: at the Nth delivery reaching `point`, `crash` exits
  * the process at once with code 70 (no ack, no cleanup) and `pause` prints
  * `fault: paused at <point> <event_id>` on stdout and stops all work until the process is
- * killed. This is the kit for proving S10 against a real deployment.
+ * killed. This is the kit for proving the failure windows against a real deployment.
  */
 export function faultInjection(spec: FaultSpec | string, options: { exit?: (code: number) => never; print?: (line: string) => void } = {}): PipelineHook {
   const fault = typeof spec === "string" ? parseFaultSpec(spec) : spec;

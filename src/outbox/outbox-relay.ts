@@ -85,7 +85,7 @@ export const RELAY_LOG_REPEAT_INTERVAL_MS = 60_000;
 const CLEANUP_PAUSE_MS = 20;
 
 /**
- * Publishes pending outbox rows (S14): claims a batch (PostgreSQL `FOR UPDATE SKIP LOCKED`,
+ * Publishes pending outbox rows: claims a batch (PostgreSQL `FOR UPDATE SKIP LOCKED`,
  * SQLite a lease), publishes each row persistent with its message id, `mandatory` and a
  * publisher confirm within a timeout, and marks rows sent only after their confirm. A relay that
  * dies between a confirm and the mark publishes nothing twice concurrently; its rows are

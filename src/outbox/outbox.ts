@@ -12,7 +12,7 @@ export interface OutboxTransactionOptions {
 }
 
 /**
- * The outbox without an incoming message (S14): a web request that writes business data and
+ * The outbox without an incoming message: a web request that writes business data and
  * publishes, atomically.
  *
  *     await new Outbox(store).transaction(async (tx, publish) => {

@@ -4,7 +4,7 @@ import { checkReplayWindow } from "./replay-window.js";
 import type { PurgeableRecords, QuarantineHold, RetentionStore } from "./retention-store.js";
 
 export interface CleanupOptions {
-  /** Required: dedup records first seen longer ago than this are purged (S13). No default on purpose. */
+  /** Required: dedup records first seen longer ago than this are purged. No default on purpose. */
   replayWindowMs: number;
   /** Overrides the minimum-window guard and the quarantine hold. */
   force?: boolean;

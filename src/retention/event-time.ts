@@ -1,7 +1,7 @@
 import { InvalidEventError } from "../core/errors.js";
 import type { DeliveryInfo } from "../core/handler.js";
 
-/** How the pipeline finds an event's own time, for the stale fence (S13). */
+/** How the pipeline finds an event's own time, for the stale fence. */
 export interface StaleFenceOptions {
   /**
    * Body field holding the event time, used when the producer sets no AMQP `timestamp`

@@ -4,7 +4,7 @@ import { RetentionGuardError } from "./retention-guard-error.js";
 /**
  * The shortest replay window cleanup accepts without `force`. Dedup records must outlive the
  * longest time an event can come back: the broker backlog, a dead-letter or quarantine replay,
- * a manual compensation (S13). Anything under a day is almost certainly a typo (`7m` for `7d`).
+ * a manual compensation. Anything under a day is almost certainly a typo (`7m` for `7d`).
  */
 export const MINIMUM_REPLAY_WINDOW_MS = 86_400_000;
 

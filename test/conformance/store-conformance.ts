@@ -467,7 +467,7 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
         });
       });
 
-      describe("S10(a): a failure before commit rolls back both the dedup record and the business write", () => {
+      describe("a failure before commit rolls back both the dedup record and the business write", () => {
         it("a hook that throws at before-commit on every attempt leaves nothing applied", async () => {
           const calls: Array<[FaultPoint, ReadonlyArray<EventKey | null>]> = [];
           const hook: PipelineHook = (point, keys) => {
@@ -693,7 +693,7 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
         });
       });
 
-      describe("S12: concurrent transactions on one key", () => {
+      describe("concurrent transactions on one key", () => {
         const slowHandler = (delayMs: number) => counterHandler(business, { afterWrite: () => sleep(delayMs) });
 
         async function racingPipelines(n: number, delayMs = 100, logger: Logger = recordingLogger(), claimed?: string[][]) {
@@ -786,7 +786,7 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
         });
       });
 
-      describe("S2: scope", () => {
+      describe("scope", () => {
         it("the same event_id in two tenants is two events", async () => {
           const p = pipeline(counterHandler(business));
           expect(kinds(await p.process([message("t1", "e-1", "acct", 1), message("t2", "e-1", "acct", 10)]))).toEqual(["applied", "applied"]);

@@ -1,5 +1,5 @@
 /**
- * A bounded chaos run (MISSION.md, "Reliability"): three ledger processes consume thousands of
+ * A bounded chaos run: three ledger processes consume thousands of
  * events with duplicates and malformed messages while the test keeps killing them: injected
  * crashes at every fault point (exit 70), SIGKILL, broker connections closed from the broker,
  * database sessions terminated. Then a clean phase sends conflicts. Afterwards: 0 events lost,

@@ -1,5 +1,5 @@
 /**
- * The contract outside tests rely on (MISSION.md, issue 7), end to end with real processes:
+ * The contract outside tests rely on, end to end with real processes:
  * the ledger runs as `node_modules/.bin/tsx examples/ledger/main.ts`;
  * `DATABASE_URL=<its database> npx rabbit-inbox cleanup --older-than 0s --force` purges every
  * dedup record first seen before now; a ledger event redelivered afterwards with an AMQP

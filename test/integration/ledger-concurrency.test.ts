@@ -15,7 +15,7 @@ const key = (tenant: string, id: string) => `${tenant}/${id}`;
 describe.each(LEDGER_DATABASES)("ledger under duplicates, concurrency and shutdown on %s", (kind) => {
   const t = useLedgerTest(kind);
 
-  it("S12: 400 events published 3 times each, interleaved, into 2 consumer processes (prefetch 50) apply once each", async () => {
+  it("400 events published 3 times each, interleaved, into 2 consumer processes (prefetch 50) apply once each", async () => {
     const random = seededRandom(kind === "postgres" ? 1 : 2);
     const tenants = ["t1", "t2"];
     const accounts = ["acc-0", "acc-1", "acc-2", "acc-3", "acc-4"];
@@ -29,7 +29,7 @@ describe.each(LEDGER_DATABASES)("ledger under duplicates, concurrency and shutdo
     await t.broker.publish(t.queue, shuffle([...opens, ...opens, ...opens], random));
     await waitForSettled(opens.length * 3);
 
-    // The same event ids in both tenants, with different amounts: two events each (S2), no conflict.
+    // The same event ids in both tenants, with different amounts: two events each, no conflict.
     const adjustments: LedgerMessage[] = [];
     const expected = new Map<string, number>();
     for (const tenant of tenants) {

@@ -3,13 +3,13 @@ import { accountOpened, balanceAdjusted } from "../../examples/ledger/harness.js
 import { LEDGER_DATABASES, useLedgerTest } from "../support/ledger-harness.js";
 
 /**
- * S10 with a real broker and real process deaths: the ledger commits an adjustment, then dies
+ * The failure windows with a real broker and real process deaths: the ledger commits an adjustment, then dies
  * at a fault point; a fresh process gets the redelivery and the dedup record decides.
  * The account is opened (and settled) first, so the fault, armed on the 2nd delivery reaching
  * its point (`:2`), always hits the +100 adjustment. Publishing both at once would let a
  * PostgreSQL consumer (two transactions in flight) run the adjustment before the opening.
  */
-describe.each(LEDGER_DATABASES)("ledger failure windows on %s (S10)", (kind) => {
+describe.each(LEDGER_DATABASES)("ledger failure windows on %s", (kind) => {
   const t = useLedgerTest(kind);
   const open = accountOpened("t1", "e-open", "a");
   const credit = balanceAdjusted("t1", "e-credit", "a", 100);
@@ -64,7 +64,7 @@ describe.each(LEDGER_DATABASES)("ledger failure windows on %s (S10)", (kind) => 
     const first = await startFaulty("before-commit:crash:2");
     expect(await first.waitForExit()).toEqual({ code: 70, signal: null });
 
-    // S10(a): the dedup record and the business update rolled back together.
+    // A failure before commit: the dedup record and the business update rolled back together.
     const between = await t.tables();
     expect(between.inbox.filter((r) => r.event_id === "e-credit")).toEqual([]);
     expect(between.accounts).toEqual([{ tenant: "t1", account_id: "a", balance_cents: 0 }]);

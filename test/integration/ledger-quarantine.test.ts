@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import { accountOpened, balanceAdjusted, headerText } from "../../examples/ledger/harness.js";
 import { LEDGER_DATABASES, useLedgerTest } from "../support/ledger-harness.js";
 
-/** S3 / S9: permanent failures are quarantined (database row + confirmed queue copy), never applied. */
+/** Permanent failures are quarantined (database row + confirmed queue copy), never applied. */
 describe.each(LEDGER_DATABASES)("ledger quarantine on %s", (kind) => {
   const t = useLedgerTest(kind);
 
-  it("S10(c): the same event_id with another payload is a conflict, kept with both fingerprints, not applied", async () => {
+  it("the same event_id with another payload is a conflict, kept with both fingerprints, not applied", async () => {
     const ledger = await t.start();
     await t.broker.publish(t.queue, [accountOpened("t1", "e-open", "a")]);
     await ledger.waitForSettled(1);

@@ -7,7 +7,7 @@ import { LEDGER_OUTBOX_DATABASES, useLedgerTest } from "../support/ledger-harnes
 import { ExchangeTap, deleteExchanges, eventually, outboxTableAt, sleep } from "../support/outbox.js";
 
 /**
- * The ledger's outbox contract (MISSION.md, issue 6), end to end with the real service process:
+ * The ledger's outbox contract, end to end with the real service process:
  * for every applied `balance.adjusted`, a persistent JSON `balance.changed` on the durable fanout
  * exchange `<LEDGER_QUEUE>.balance-changed`, with the balance right after that event (in delivery
  * order within a batch) and a message id that is the same every time that change is re-sent.

@@ -11,7 +11,7 @@ import {
 type Event = { tenant: string; event_id: string; fail?: string };
 
 /**
- * S14 with S10(a): outbox rows are part of the transaction. A handler that fails, refuses an
+ * The outbox with a failure before commit: outbox rows are part of the transaction. A handler that fails, refuses an
  * event, or a commit that does not happen leaves no outbox row behind, so nothing is published;
  * a retried transaction writes its messages once.
  */

@@ -1,5 +1,5 @@
 /**
- * A message that kills its consumer every time (S8/S9, issue #3 item 4): real consumer processes
+ * A message that kills its consumer every time: real consumer processes
  * that SIGKILL themselves on one event, started again after each death, on classic queues (no
  * delivery count from the broker) and quorum queues. The store counts each redelivery before
  * the event's transaction, so the poison message is quarantined as `retries_exhausted` after

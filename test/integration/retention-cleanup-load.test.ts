@@ -1,5 +1,5 @@
 /**
- * Cleanup in batches while consumers run (S13): two ledger processes consume a steady stream of
+ * Cleanup in batches while consumers run: two ledger processes consume a steady stream of
  * timestamped events while `rabbit-inbox cleanup` runs again and again with a short window.
  * The consumers must not notice: no transient retries (lock timeouts, deadlocks, SQLITE_BUSY),
  * no errors, nothing stale, every event applied exactly once; and cleanup really purged rows

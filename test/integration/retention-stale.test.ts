@@ -1,5 +1,5 @@
 /**
- * The stale fence and the purge horizon (S13) against real PostgreSQL, MariaDB and SQLite: a purged event
+ * The stale fence and the purge horizon against real PostgreSQL, MariaDB and SQLite: a purged event
  * that comes back is quarantined as `stale` instead of applied a second time, a claim racing a
  * purge sees the purge's horizon, cleanup's guards hold, and the operator's one-time grants
  * (accept-stale, accept-new) let exactly one version through.

@@ -80,7 +80,7 @@ describe("defaultEventKey", () => {
     expect(defaultEventKey({ tenant: "t1", event_id: "e-1", type: "x" })).toEqual({ tenant: "t1", eventId: "e-1" });
   });
 
-  it("never falls back to another field (S1: the business id, not a delivery id)", () => {
+  it("never falls back to another field (the business id, not a delivery id)", () => {
     expect(() => defaultEventKey({ tenant: "t1", id: "e-1", message_id: "m-1" })).toThrow("event_id must be a string, got undefined");
     expect(() => defaultEventKey({ event_id: "e-1" })).toThrow("tenant must be a string, got undefined");
     expect(() => defaultEventKey({ tenant: "t1", event_id: 7 })).toThrow(InvalidEventError);

@@ -3,7 +3,7 @@ import { type MysqlExec, headerOf, micros, rowsOf, utf8 } from "./mysql-sql.js";
 
 /**
  * What a MySQL claim checks after its INSERT, inside the same transaction: the stale fence
- * (S13) and the operator's one-time replay grants, with the PostgreSQL claim's semantics
+ * and the operator's one-time replay grants, with the PostgreSQL claim's semantics
  * (postgres-claim-guards.ts). Nothing here runs on the hot path: the fence only for newly
  * inserted keys that carry an event time, the grants only on a conflict or a stale event.
  *

@@ -142,7 +142,7 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
   /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
   readonly outboxSignal = new OutboxSignal();
   private readonly outboxSql: MysqlOutbox<C>;
-  /** Stale fence and replay grants, checked inside the claim (S13). */
+  /** Stale fence and replay grants, checked inside the claim. */
   private readonly guards: MysqlClaimGuards;
 
   constructor(options: MysqlStoreOptions<C> & { ownsPool?: boolean }) {
@@ -432,7 +432,7 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> implements 
 
   /**
    * The outbox without an incoming message: `store.outbox.transaction(async (connection, publish) => ...)`
-   * writes business rows and outgoing messages in one transaction (S14).
+   * writes business rows and outgoing messages in one transaction.
    */
   get outbox(): Outbox<C> {
     return new Outbox(this);

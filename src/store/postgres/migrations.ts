@@ -74,7 +74,7 @@ CREATE INDEX IF NOT EXISTS rabbit_inbox_outbox_sent ON {schema}rabbit_inbox_outb
   {
     version: 3,
     name: "retention and operator decisions",
-    // purge_horizon: per handler, the newest first_seen purged (the stale fence, S13).
+    // purge_horizon: per handler, the newest first_seen purged (the stale fence).
     // quarantine.event_time: cleanup keeps what a held entry's replay needs.
     // quarantine_audit: who replayed or discarded what, when and why (kept for good).
     // replay_grant: a one-time operator decision a consumer checks only on a conflict or a stale

@@ -3,7 +3,7 @@ import type { PgQuery } from "./pg-query.js";
 
 /**
  * What a PostgreSQL claim checks after its INSERT, inside the same transaction: the stale fence
- * (S13) and the operator's one-time replay grants. Neither costs anything on the hot path: the
+ * and the operator's one-time replay grants. Neither costs anything on the hot path: the
  * fence runs only for newly inserted keys that carry an event time, the grants only on a
  * conflict or a stale event.
  *

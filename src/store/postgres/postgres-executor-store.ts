@@ -31,7 +31,7 @@ function quoteIdent(name: string): string {
  * transaction of that data layer (Kysely, Knex, Drizzle, Prisma), the handler receives its
  * transaction object as `ctx.tx`, and the inbox record, quarantine rows and outbox rows are
  * written through that same transaction with the same SQL as PostgresStore. The data layer
- * commits; a throw rolls back the inbox record and the business writes together (S11).
+ * commits; a throw rolls back the inbox record and the business writes together.
  *
  * Not here, by design: the outbox relay's claim (it holds row locks while it publishes) and the
  * operator's `operations()`. Run `OutboxRelay` and the `rabbit-inbox` command on a PostgresStore

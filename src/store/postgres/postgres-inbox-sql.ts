@@ -17,7 +17,7 @@ export function statementTag(schema: string): string {
  */
 export class PostgresInboxSql {
   private readonly sql: ReturnType<typeof statements>;
-  /** Stale fence and replay grants, checked inside the claim (S13). */
+  /** Stale fence and replay grants, checked inside the claim. */
   private readonly guards: PostgresClaimGuards;
 
   constructor(private readonly prefix: string, schema: string) {

@@ -186,7 +186,7 @@ export class PostgresStore<C extends PgClient = PgClient> implements Store<C>, O
 
   /**
    * The outbox without an incoming message: `store.outbox.transaction(async (client, publish) => ...)`
-   * writes business rows and outgoing messages in one transaction (S14).
+   * writes business rows and outgoing messages in one transaction.
    */
   get outbox(): Outbox<C> {
     return new Outbox(this);

@@ -2,7 +2,7 @@ import type { ClaimResult, InboxClaim } from "../../core/store.js";
 import type { SqliteDatabase, SqliteStatement } from "./sqlite-store.js";
 
 /**
- * The stale fence (S13) and the operator's one-time replay grants, checked inside an SQLite
+ * The stale fence and the operator's one-time replay grants, checked inside an SQLite
  * claim. The claim runs under BEGIN IMMEDIATE, which holds the database's only write lock: no
  * purge (itself a write transaction) can run between the INSERT and the horizon read, so
  * reading the horizon once per claim is exact. Nothing here runs unless a new key carries an

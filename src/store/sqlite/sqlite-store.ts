@@ -50,7 +50,7 @@ export interface SqliteOpenOptions {
 /**
  * SQLite store (better-sqlite3): one writer. Transactions are serialized in-process and use
  * BEGIN IMMEDIATE, so several processes on one file queue on the write lock instead of failing
- * at commit. For demos and small deployments (S15).
+ * at commit. For demos and small deployments.
  */
 export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements Store<D>, OutboxRelayStore {
   readonly dialect = "sqlite";
@@ -63,7 +63,7 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
   /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
   readonly outboxSignal = new OutboxSignal();
   private readonly outboxSql: SqliteOutbox;
-  /** Stale fence and replay grants, checked inside the claim (S13). */
+  /** Stale fence and replay grants, checked inside the claim. */
   private readonly guards: SqliteClaimGuards;
 
   constructor(options: SqliteStoreOptions<D> & { ownsDatabase?: boolean }) {
@@ -228,7 +228,7 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> implements S
 
   /**
    * The outbox without an incoming message: `store.outbox.transaction(async (db, publish) => ...)`
-   * writes business rows and outgoing messages in one transaction (S14).
+   * writes business rows and outgoing messages in one transaction.
    */
   get outbox(): Outbox<D> {
     return new Outbox(this);
