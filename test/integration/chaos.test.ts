@@ -144,7 +144,12 @@ describe.each(CASES)("chaos: $kind, $queueType queue", ({ kind, queueType }) => 
     const [exit] = await ctx.stopWhenIdle([finisher]);
     expect(exit).toMatchObject({ code: 0 });
     console.log(`chaos ${kind}/${queueType}: ${JSON.stringify(actions)}`);
-    expect(actions.restarts + actions.sigkills, JSON.stringify(actions)).toBeGreaterThan(3);
+    // The run must have disrupted something real: process deaths (injected crashes restarted, or
+    // SIGKILLs) and connection or session cuts. How many of each a seeded schedule gets depends
+    // on timing (a crash fault fires at its Nth delivery), so the total counts, with at least one
+    // process death.
+    expect(actions.restarts + actions.sigkills, JSON.stringify(actions)).toBeGreaterThan(0);
+    expect(actions.restarts + actions.sigkills + actions.brokerCloses + actions.sessionKills, JSON.stringify(actions)).toBeGreaterThan(5);
 
     expect(await ctx.depth()).toBe(0);
     const tables = await ctx.tables();
