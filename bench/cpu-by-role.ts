@@ -4,33 +4,14 @@
  * PostgreSQL process, this process, and everything else on the machine (other brokers, other
  * work), in cores (CPU seconds per second of wall time) and idle.
  */
-import { readFileSync, readdirSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { cpus } from "node:os";
+import { processTicks, readIdleTicks as idleTicks } from "./harness.js";
 
 export type CpuRole = "replicas" | "cluster" | "postgres" | "bench" | "other";
 export type CpuCores = Record<CpuRole | "idle", number>;
 
 const USER_HZ = 100;
-
-function processTicks(): Map<number, { comm: string; ticks: number }> {
-  const out = new Map<number, { comm: string; ticks: number }>();
-  for (const entry of readdirSync("/proc")) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
-    let stat: string;
-    try { stat = readFileSync(`/proc/${pid}/stat`, "utf8"); } catch { continue; }
-    // "pid (comm) state ..." where comm may hold spaces or parentheses: split at the last ')'.
-    const close = stat.lastIndexOf(")");
-    const fields = stat.slice(close + 2).split(" ");
-    out.set(pid, { comm: stat.slice(stat.indexOf("(") + 1, close), ticks: Number(fields[11]) + Number(fields[12]) });
-  }
-  return out;
-}
-
-function idleTicks(): number {
-  const cpu = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/);
-  return Number(cpu[4]) + Number(cpu[5]);
-}
 
 /** Whether an Erlang VM is one of the cluster's nodes `<prefix><n>@...` (from its environment). */
 function isClusterNode(pid: number, nodePrefix: string): boolean {

@@ -169,8 +169,9 @@ function groupOf(pid: number, comm: string): CpuGroup {
   return "other";
 }
 
-function readProcessTicks(): Map<number, { group: CpuGroup; ticks: number }> {
-  const out = new Map<number, { group: CpuGroup; ticks: number }>();
+/** CPU ticks (user + system) and command name of every process on the machine, from /proc. */
+export function processTicks(): Map<number, { comm: string; ticks: number }> {
+  const out = new Map<number, { comm: string; ticks: number }>();
   for (const entry of readdirSync("/proc")) {
     const pid = Number(entry);
     if (!Number.isInteger(pid)) continue;
@@ -178,14 +179,17 @@ function readProcessTicks(): Map<number, { group: CpuGroup; ticks: number }> {
     try { stat = readFileSync(`/proc/${pid}/stat`, "utf8"); } catch { continue; }
     // "pid (comm) state ppid ..." — comm may hold spaces and parentheses: split at the last ')'.
     const close = stat.lastIndexOf(")");
-    const comm = stat.slice(stat.indexOf("(") + 1, close);
     const fields = stat.slice(close + 2).split(" ");
-    out.set(pid, { group: groupOf(pid, comm), ticks: Number(fields[11]) + Number(fields[12]) });
+    out.set(pid, { comm: stat.slice(stat.indexOf("(") + 1, close), ticks: Number(fields[11]) + Number(fields[12]) });
   }
   return out;
 }
 
-function readIdleTicks(): number {
+function readProcessTicks(): Map<number, { group: CpuGroup; ticks: number }> {
+  return new Map([...processTicks()].map(([pid, p]) => [pid, { group: groupOf(pid, p.comm), ticks: p.ticks }]));
+}
+
+export function readIdleTicks(): number {
   const cpu = readFileSync("/proc/stat", "utf8").split("\n", 1)[0]!.trim().split(/\s+/);
   return Number(cpu[4]) + Number(cpu[5]);
 }
