@@ -1,0 +1,84 @@
+/**
+ * Builds an InboxConsumer over the in-memory broker (test/support/fake-amqp.ts) and the
+ * in-memory store, with a logger that keeps every line, for tests that script the broker and
+ * read the frames the consumer sent. The test file itself must route amqplib to the fake:
+ *
+ *   const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
+ *   vi.mock("amqplib", () => ({ default: { connect: (url: string, o: unknown) => fake.broker.connect(url, o as never) } }));
+ */
+import type { InboxHandler } from "../../src/core/handler.js";
+import type { Logger } from "../../src/core/logger.js";
+import { InboxConsumer, type InboxConsumerOptions } from "../../src/amqp/inbox-consumer.js";
+import type { FakeBroker, Frame } from "./fake-amqp.js";
+import { type MemoryHandle, MemoryStore } from "./memory-store.js";
+
+export interface LogLine { level: "debug" | "info" | "warn" | "error"; message: string; fields: Record<string, unknown> }
+
+export function recordingLogger(lines: LogLine[]): Logger {
+  const at = (level: LogLine["level"]) => (message: string, fields: Record<string, unknown> = {}) => { lines.push({ level, message, fields }); };
+  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
+}
+
+export type TestEvent = { tenant: string; event_id: string; amount?: number };
+
+/** A handler that records each event it applied in the transaction's effects. */
+export function recordingHandler(name = "fake-consumer"): InboxHandler<TestEvent, MemoryHandle> {
+  return {
+    name,
+    handle(event, ctx) {
+      ctx.tx.effects.push(event.event_id);
+      return Promise.resolve();
+    },
+  };
+}
+
+export const NODE_A = "amqp://guest:secret@node-a:5672";
+export const NODE_B = "amqp://guest:secret@node-b:5672";
+
+export function fakeConsumer(broker: FakeBroker, options: Partial<InboxConsumerOptions<TestEvent, MemoryHandle>> = {}) {
+  const store = (options.store as MemoryStore | undefined) ?? new MemoryStore();
+  const lines: LogLine[] = [];
+  const queue = options.queue ?? "work";
+  const consumer = new InboxConsumer<TestEvent, MemoryHandle>({
+    url: NODE_A,
+    queue,
+    handler: recordingHandler(),
+    logger: recordingLogger(lines),
+    reconnectBaseDelayMs: 1,
+    reconnectMaxDelayMs: 5,
+    requeueDelayMs: 1,
+    retryDelaysMs: [],
+    retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 2, maxTotalMs: 100 },
+    ...options,
+    store,
+  });
+  return { consumer, store, lines, queue };
+}
+
+/** Resolves when `condition` holds, checking every few ms; fails with `what` after `timeoutMs`. */
+export async function until(condition: () => boolean, what: string, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+}
+
+/** Lets every pending immediate and timer of a few ms run. */
+export function settleTurns(ms = 20): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Channel closes the broker forced with an error (406 for an unknown delivery tag, 404...):
+ * most tests assert there are none, which catches an ack of a tag on a channel that does not
+ * hold it, a double ack, and an ack after a nack.
+ */
+export function brokerClosedChannels(broker: FakeBroker): Array<Extract<Frame, { op: "channel-close" }>> {
+  return broker.framesOf("channel-close").filter((f) => f.by === "broker");
+}
+
+/** Acked delivery tags (multiple acks expanded over the tags that channel still held is the broker's job; here: as sent). */
+export function ackFrames(broker: FakeBroker): Array<Extract<Frame, { op: "ack" }>> {
+  return broker.framesOf("ack");
+}
