@@ -287,6 +287,8 @@ interface Unsettled {
 export class FakeChannel extends EventEmitter {
   open = true;
   prefetchCount = 0;
+  /** A frame was refused: the broker closes this channel and ignores what follows. */
+  private doomed = false;
   private nextTag = 1;
   private readonly unsettled = new Map<number, Unsettled>();
   private readonly consumers: FakeConsumer[] = [];
@@ -441,21 +443,24 @@ export class FakeChannel extends EventEmitter {
     this.settle(tag, allUpTo, (u) => { if (requeue) this.broker.requeue(u.queue, [u.message]); });
   }
 
-  /** Settles on a later turn, like a frame reaching the broker; an unknown tag closes the channel. */
+  /**
+   * Settles in frame order (a later close of this channel comes after it, as on the wire). An
+   * unknown tag closes the channel on a later turn: the client's call itself does not fail.
+   */
   private settle(tag: number, allUpTo: boolean, then: (u: Unsettled) => void): void {
-    setImmediate(() => {
-      if (!this.open) return;
-      if (!this.unsettled.has(tag)) {
-        this.closedByBroker(new FakeAmqpError(`Channel closed by server: 406 (PRECONDITION-FAILED) with message "PRECONDITION_FAILED - unknown delivery tag ${tag}"`, 406), `PRECONDITION_FAILED - unknown delivery tag ${tag}`);
-        return;
-      }
-      const settled = allUpTo ? [...this.unsettled.values()].filter((u) => u.tag <= tag) : [this.unsettled.get(tag)!];
-      for (const u of settled) {
-        this.unsettled.delete(u.tag);
-        then(u);
-        this.broker.dispatchSoon(u.queue);
-      }
-    });
+    if (this.doomed) return;
+    if (!this.unsettled.has(tag)) {
+      this.doomed = true;
+      const reason = `PRECONDITION_FAILED - unknown delivery tag ${tag}`;
+      setImmediate(() => this.closedByBroker(new FakeAmqpError(`Channel closed by server: 406 (PRECONDITION-FAILED) with message "${reason}"`, 406), reason));
+      return;
+    }
+    const settled = allUpTo ? [...this.unsettled.values()].filter((u) => u.tag <= tag) : [this.unsettled.get(tag)!];
+    for (const u of settled) {
+      this.unsettled.delete(u.tag);
+      then(u);
+      this.broker.dispatchSoon(u.queue);
+    }
   }
 
   publish(exchange: string, routingKey: string, content: Buffer, options: Record<string, unknown> = {}, callback?: (error: Error | null) => void): boolean {

@@ -1,0 +1,357 @@
+/**
+ * The consumer's session over an in-memory broker: start and its refusals, a lost connection or
+ * channel and the reconnection (to the next node), a consumer the broker cancels, and stop.
+ * The rule checked throughout: a delivery is settled on the channel that delivered it or not
+ * at all, so after a loss nothing is acked on the new channel for the old one's deliveries,
+ * and the redelivery is settled by the dedup record.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { BrokerUnreachableError, InboxConfigError } from "../../src/core/errors.js";
+import { quorumQueueArguments } from "../../src/amqp/topology.js";
+import { FakeBroker } from "../support/fake-amqp.js";
+import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until } from "../support/fake-consumer.js";
+import { MemoryStore } from "../support/memory-store.js";
+
+const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
+vi.mock("amqplib", () => ({ default: { connect: (url: string, options: unknown) => fake.broker.connect(url, options as never) } }));
+
+let broker: FakeBroker;
+const stops: Array<() => Promise<void>> = [];
+
+beforeEach(() => {
+  broker = new FakeBroker();
+  fake.broker = broker;
+});
+
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+});
+
+function build(options: Parameters<typeof fakeConsumer>[1] = {}) {
+  const built = fakeConsumer(broker, options);
+  stops.push(() => built.consumer.stop());
+  return built;
+}
+
+const event = (eventId: string) => ({ tenant: "t1", event_id: eventId });
+const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);
+
+/** A handler whose transaction for `heldId` waits until released. */
+function heldHandler(heldId: string) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  let entered = false;
+  return {
+    release: () => release(),
+    get entered() { return entered; },
+    handler: {
+      name: "fake-consumer",
+      async handle(e: { event_id: string }, ctx: { tx: { effects: string[] } }) {
+        if (e.event_id === heldId && !entered) {
+          entered = true;
+          await released;
+        }
+        ctx.tx.effects.push(e.event_id);
+      },
+    },
+  };
+}
+
+describe("start", () => {
+  it("declares the work queue (durable, with its arguments), the quarantine queue and the delay queues, then consumes on a channel of its own", async () => {
+    const { consumer, lines } = build({ retryDelaysMs: [100], queueArguments: quorumQueueArguments({ deliveryLimit: 5 }) });
+    await consumer.start();
+    expect(broker.queue("work")).toMatchObject({ durable: true, arguments: { "x-queue-type": "quorum", "x-delivery-limit": 5 } });
+    expect(broker.queue("work.quarantine").arguments).toEqual({ "x-queue-type": "quorum" });
+    expect(broker.queue("work.retry.1").arguments).toMatchObject({ "x-queue-type": "quorum", "x-message-ttl": 100 });
+    const [connection] = broker.connections;
+    expect(connection!.clientProperties.connection_name).toBe(`rabbit-inbox fake-consumer ${process.pid}`);
+    // The consuming channel is not the confirm channel used for quarantine copies.
+    const consume = broker.framesOf("consume")[0]!;
+    const confirmChannels = connection!.channels.filter((c) => c.confirm).map((c) => c.number);
+    expect(confirmChannels).toHaveLength(1);
+    expect(confirmChannels).not.toContain(consume.channel);
+    // Every throwaway channel used to declare was closed.
+    expect(connection!.channels.filter((c) => c.open).map((c) => c.number).sort()).toEqual([confirmChannels[0]!, consume.channel].sort());
+    expect(logged(lines, "consuming")[0]!.fields).toMatchObject({ queue: "work", handler: "fake-consumer", store: "memory", node: "node-a:5672", prefetch: 1000, batchSize: 500, concurrency: 1 });
+  });
+
+  it("takes a custom quarantine queue and connection name", async () => {
+    const { consumer } = build({ quarantineQueue: "held.here", connectionName: "ledger 7" });
+    await consumer.start();
+    expect(broker.queues.has("held.here")).toBe(true);
+    expect(broker.queues.has("work.quarantine")).toBe(false);
+    expect(broker.connections[0]!.clientProperties.connection_name).toBe("ledger 7");
+    broker.publish("", "work", "{", { contentType: "application/json" });
+    await until(() => broker.depth("held.here").ready === 1, "the quarantine copy");
+  });
+
+  it("refuses to start, names the queue and argument, and leaves no connection open when the queue exists with other arguments", async () => {
+    const setup = await (await broker.connect(NODE_A)).createChannel();
+    await setup.assertQueue("work", { durable: true, arguments: { "x-queue-type": "classic" } });
+    const { consumer } = build({ queueArguments: quorumQueueArguments() });
+    const error = await consumer.start().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(InboxConfigError);
+    expect(String((error as Error).message)).toMatch(/queue "work" cannot be declared as configured.*inequivalent arg 'x-queue-type'/);
+    expect(broker.openConnections.map((c) => c.number)).toEqual([1]);
+    // A consumer that failed to start is stopped: it does not start again.
+    await expect(consumer.start()).rejects.toThrow(/stopped/);
+  });
+
+  it("with declareTopology false, checks the queues and names a missing one", async () => {
+    const { consumer } = build({ declareTopology: false });
+    await expect(consumer.start()).rejects.toThrow(/queue "work" does not exist \(declareTopology is false\)/);
+    expect(broker.queues.size).toBe(0);
+  });
+
+  it("fails with every node's reason when no node answers, and leaves nothing behind", async () => {
+    broker.down.add(NODE_A);
+    broker.down.add(NODE_B);
+    const { consumer } = build({ url: [NODE_A, NODE_B] });
+    const error = await consumer.start().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(BrokerUnreachableError);
+    expect((error as BrokerUnreachableError).failures).toHaveLength(2);
+    expect(String((error as Error).message)).not.toContain("secret");
+    expect(broker.connections).toEqual([]);
+  });
+
+  it("connects to the next node when the first does not answer", async () => {
+    broker.down.add(NODE_A);
+    const { consumer, lines } = build({ url: `${NODE_A},${NODE_B}` });
+    await consumer.start();
+    expect(broker.connections.map((c) => c.url)).toEqual([NODE_B]);
+    expect(logged(lines, "consuming")[0]!.fields.node).toBe("node-b:5672");
+  });
+
+  it("checks its options before connecting", () => {
+    const store = new MemoryStore();
+    const base = { url: NODE_A, queue: "q", store, handler: { name: "h", handle: () => Promise.resolve() } };
+    expect(() => fakeConsumer(broker, { ...base, url: "" })).toThrow(InboxConfigError);
+    expect(() => fakeConsumer(broker, { ...base, queue: "" })).toThrow(/queue is required/);
+    expect(() => fakeConsumer(broker, { ...base, prefetch: 0 })).toThrow(/prefetch must be an integer from 1 to 65535, got 0/);
+    expect(() => fakeConsumer(broker, { ...base, prefetch: 65536 })).toThrow(/prefetch/);
+    expect(() => fakeConsumer(broker, { ...base, prefetch: 1.5 })).toThrow(/prefetch/);
+    expect(() => fakeConsumer(broker, { ...base, prefetch: 65535 })).not.toThrow();
+    expect(() => fakeConsumer(broker, { ...base, batchSize: 0 })).toThrow(/batchSize must be a positive integer, got 0/);
+    expect(() => fakeConsumer(broker, { ...base, batchSize: 2.5 })).toThrow(/batchSize/);
+    expect(() => fakeConsumer(broker, { ...base, retryDelaysMs: [100, 0] })).toThrow(/retryDelaysMs must hold positive integers \(ms\), got 0/);
+    expect(() => fakeConsumer(broker, { ...base, retryDelaysMs: [1.5] })).toThrow(/retryDelaysMs/);
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 0 } })).toThrow(/partitions.count must be an integer from 1 to 1000, got 0/);
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 1001 } })).toThrow(/partitions.count/);
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 1.5 } })).toThrow(/partitions.count/);
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 1000 } })).not.toThrow();
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 2, heartbeatMs: 0 } })).toThrow(/heartbeatMs must be positive/);
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 2, heartbeatMs: 100, memberTimeoutMs: 200 } })).toThrow(/memberTimeoutMs \(200\) must be more than twice heartbeatMs \(100\)/);
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 2, heartbeatMs: 100, memberTimeoutMs: 201 } })).not.toThrow();
+    // Nothing was connected by any of them.
+    expect(broker.connections).toEqual([]);
+  });
+
+  it("caps its concurrency at what the store allows", async () => {
+    const store = new MemoryStore();
+    const { consumer, lines } = build({ store, concurrency: 4 });
+    await consumer.start();
+    expect(logged(lines, "consuming")[0]!.fields.concurrency).toBe(1);
+  });
+});
+
+describe("a lost session", () => {
+  it("never acks a lost connection's deliveries on the new one: the batch that commits after the loss sends no ack, and the redelivery settles as a duplicate", async () => {
+    const held = heldHandler("e-1");
+    const { consumer, store, lines } = build({ handler: held.handler });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => held.entered, "the held transaction");
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => broker.openConnections.length === 1 && broker.framesOf("consume").length === 2, "the new session");
+    held.release();
+    await until(() => consumer.outcomeCounts.duplicate === 1, "the redelivery's duplicate");
+    await settleTurns();
+
+    expect(store.effects).toEqual(["e-1"]);
+    const acks = ackFrames(broker);
+    // Only the redelivery's ack, on the new connection: tag 1 there is the redelivered copy.
+    expect(acks).toEqual([{ op: "ack", connection: 2, channel: broker.framesOf("consume")[1]!.channel, tag: 1, multiple: false }]);
+    expect(brokerClosedChannels(broker)).toEqual([]);
+    // amqplib closes a connection's channels (and emits their close) before the connection's own close.
+    expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields).toMatchObject({ what: "publish channel closed", node: "node-a:5672" });
+    expect(logged(lines, "AMQP session restored")).toHaveLength(1);
+    expect(logged(lines, "channel closed before ack; the broker will redeliver and the dedup record decides")).toHaveLength(1);
+    expect(JSON.stringify(lines)).not.toContain("secret");
+    expect(broker.depth("work")).toEqual({ ready: 0, unacked: 0 });
+  });
+
+  it("drops the lost session's deliveries that had not started instead of applying them", async () => {
+    const held = heldHandler("e-1");
+    const { consumer, store } = build({ handler: held.handler, batchSize: 1 });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    broker.publishJson("work", event("e-2"));
+    await until(() => held.entered, "the held transaction");
+    broker.dropConnection(broker.connections[0]!);
+    held.release();
+    await until(() => consumer.outcomeCounts.duplicate === 1 && store.effects.length === 2 && broker.depth("work").unacked === 0 && broker.depth("work").ready === 0, "both settled");
+    // e-2 was received on the lost connection but not started: it is applied once, from its
+    // redelivery on the new connection, and every ack went out on that connection.
+    expect(store.effects).toEqual(["e-1", "e-2"]);
+    expect(ackFrames(broker).every((f) => f.connection === 2)).toBe(true);
+    expect(brokerClosedChannels(broker)).toEqual([]);
+  });
+
+  it("reconnects to the other node after losing one, and does not log the password", async () => {
+    const { consumer, lines } = build({ url: [NODE_A, NODE_B] });
+    await consumer.start();
+    broker.down.add(NODE_A);
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
+    expect(broker.connections.map((c) => c.url)).toEqual([NODE_A, NODE_B]);
+    expect(logged(lines, "AMQP session restored")[0]!.fields).toMatchObject({ queue: "work", node: "node-b:5672", attempt: 1 });
+    broker.publishJson("work", event("e-1"));
+    await until(() => consumer.outcomeCounts.applied === 1, "an apply on the new node");
+    expect(JSON.stringify(lines)).not.toContain("secret");
+  });
+
+  it("keeps trying while no node answers, and logs each failed attempt", async () => {
+    const { consumer, lines } = build();
+    await consumer.start();
+    broker.down.add(NODE_A);
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => logged(lines, "reconnect failed").length >= 3, "three failed attempts");
+    expect(logged(lines, "reconnect failed").map((l) => l.fields.attempt).slice(0, 3)).toEqual([1, 2, 3]);
+    broker.down.delete(NODE_A);
+    await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
+    broker.publishJson("work", event("e-1"));
+    await until(() => consumer.outcomeCounts.applied === 1, "an apply");
+  });
+
+  it("rebuilds the session when the broker closes the consuming channel (406), closing the old connection", async () => {
+    const { consumer, lines } = build();
+    await consumer.start();
+    const channel = broker.connections[0]!.channels.find((c) => c.number === broker.framesOf("consume")[0]!.channel)!;
+    channel.closedByBroker(new Error("Channel closed by server: 406 (PRECONDITION-FAILED)"), "PRECONDITION_FAILED - unknown delivery tag 9");
+    await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
+    expect(broker.connections[0]!.open).toBe(false);
+    expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields.what).toBe("consume channel of work closed");
+    broker.publishJson("work", event("e-1"));
+    await until(() => consumer.outcomeCounts.applied === 1, "an apply");
+  });
+
+  it("rebuilds the session when the publish channel closes", async () => {
+    const { consumer, lines } = build();
+    await consumer.start();
+    const channel = broker.connections[0]!.channels.find((c) => c.confirm)!;
+    channel.closedByBroker(new Error("Channel closed by server: 404"), "NOT_FOUND");
+    await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
+    expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields.what).toBe("publish channel closed");
+  });
+
+  it("re-subscribes (declaring the queue again) after the broker cancels the consumer because its queue was deleted", async () => {
+    const { consumer, lines, store } = build();
+    await consumer.start();
+    broker.deleteQueue("work");
+    await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
+    expect(logged(lines, "broker cancelled the consumer; reconnecting")).toHaveLength(1);
+    broker.publishJson("work", event("e-1"));
+    await until(() => consumer.outcomeCounts.applied === 1, "an apply");
+    expect(store.effects).toEqual(["e-1"]);
+  });
+
+  it("logs the broker's resource alarm and its end", async () => {
+    const { consumer, lines } = build();
+    await consumer.start();
+    broker.connections[0]!.emit("blocked", "low on memory");
+    broker.connections[0]!.emit("unblocked");
+    expect(logged(lines, "broker blocked the connection (resource alarm): publishes wait")[0]!.fields).toMatchObject({ reason: "low on memory", node: "node-a:5672" });
+    expect(logged(lines, "broker unblocked the connection")).toHaveLength(1);
+  });
+});
+
+describe("stop", () => {
+  it("cancels, finishes the batch in flight, acks it, then closes the channels before the connection", async () => {
+    const held = heldHandler("e-1");
+    const { consumer, store, lines } = build({ handler: held.handler });
+    await consumer.start();
+    const startFrames = broker.frames.length;
+    broker.publishJson("work", event("e-1"));
+    await until(() => held.entered, "the held transaction");
+    const stopped = consumer.stop();
+    await settleTurns();
+    // Still waiting for the transaction: nothing closed yet.
+    const closes = () => broker.frames.slice(startFrames).filter((f) => f.op === "channel-close" || f.op === "connection-close");
+    const stillOpen = closes().length;
+    held.release();
+    expect(stillOpen).toBe(0);
+    expect(broker.framesOf("cancel")).toHaveLength(1);
+    await stopped;
+    expect(store.effects).toEqual(["e-1"]);
+    const order = broker.frames.slice(startFrames).filter((f) => ["cancel", "ack", "channel-close", "connection-close"].includes(f.op)).map((f) => (f.op === "channel-close" ? `close ${f.channel}` : f.op));
+    const consumeChannel = broker.framesOf("consume")[0]!.channel;
+    expect(order.slice(0, 3)).toEqual(["cancel", "ack", `close ${consumeChannel}`]);
+    expect(order.at(-1)).toBe("connection-close");
+    expect(broker.openConnections).toEqual([]);
+    expect(broker.depth("work")).toEqual({ ready: 0, unacked: 0 });
+    expect(logged(lines, "stopped")[0]!.fields).toMatchObject({ queue: "work", applied: 1 });
+    // A second stop, and a stop of a consumer never started, do nothing.
+    await consumer.stop();
+    expect(logged(lines, "stopped")).toHaveLength(1);
+    const idle = build().consumer;
+    await idle.stop();
+    await expect(idle.start()).rejects.toThrow(InboxConfigError);
+  });
+
+  it("returns the same wait to a stop called while stopping", async () => {
+    const held = heldHandler("e-1");
+    const { consumer } = build({ handler: held.handler });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => held.entered, "the held transaction");
+    let firstDone = false;
+    let secondDone = false;
+    const first = consumer.stop().then(() => { firstDone = true; });
+    const second = consumer.stop().then(() => { secondDone = true; });
+    await settleTurns();
+    expect([firstDone, secondDone]).toEqual([false, false]);
+    held.release();
+    await Promise.all([first, second]);
+    expect(broker.openConnections).toEqual([]);
+  });
+
+  it("does not reconnect after stop, even when the connection is lost while stopping", async () => {
+    const { consumer, lines } = build();
+    await consumer.start();
+    await consumer.stop();
+    broker.dropConnection(broker.connections[0]!);
+    await settleTurns(30);
+    expect(broker.connections).toHaveLength(1);
+    expect(logged(lines, "AMQP session lost; reconnecting")).toEqual([]);
+  });
+});
+
+describe("the failure-window hook", () => {
+  it("sees its acks already sent when called after-ack", async () => {
+    const seenAcks: number[] = [];
+    const { consumer } = build({
+      hook: (point) => {
+        if (point === "after-ack") seenAcks.push(ackFrames(broker).length);
+        return Promise.resolve();
+      },
+    });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => seenAcks.length === 1, "the after-ack hook");
+    expect(seenAcks).toEqual([1]);
+  });
+});
+
+describe("poison deliveries", () => {
+  it("quarantines a delivery the quorum queue redelivered too often, without applying it", async () => {
+    const { consumer, store } = build({ maxDeliveries: 3, queueArguments: quorumQueueArguments() });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"), { headers: { "x-delivery-count": 3 } });
+    await until(() => consumer.outcomeCounts.quarantined === 1, "the quarantine");
+    expect(store.effects).toEqual([]);
+    const copy = broker.framesOf("publish").find((f) => f.routingKey === "work.quarantine")!;
+    expect((copy.properties.headers as Record<string, unknown>)["x-rabbit-inbox-reason"]).toBe("retries_exhausted");
+    expect(String((copy.properties.headers as Record<string, unknown>)["x-rabbit-inbox-detail"])).toMatch(/redelivered 3 times without being settled \(poison message.*limit 3\)/);
+  });
+});
