@@ -191,19 +191,18 @@ describe("quarantine", () => {
   });
 
   it("does not ack an original whose quarantine copy the broker refused: it is given back and quarantined once on its return", async () => {
-    let refuse = true;
-    broker.confirmPolicy = (routingKey) => !(refuse && routingKey === "work.quarantine");
+    let refusals = 1;
+    broker.confirmPolicy = (routingKey) => !(routingKey === "work.quarantine" && refusals-- > 0);
     const { consumer, lines } = start();
     await consumer.start();
     broker.publish("", "work", "{not json", { contentType: "application/json" });
-    await until(() => broker.framesOf("nack").length === 1, "the nack");
-    expect(ackFrames(broker)).toEqual([]);
-    expect(broker.framesOf("nack")[0]).toMatchObject({ tag: 1, requeue: true, multiple: false });
-    expect(messages(lines, "error")).toContain("quarantine publish not confirmed; the original stays unacked and comes back");
-    refuse = false;
     await until(() => ackFrames(broker).length === 1, "the ack of the redelivery");
-    expect(ackFrames(broker)[0]!.tag).toBe(2);
-    expect(broker.framesOf("confirm").map((f) => f.ok)).toEqual([false, true]);
+    // The refused copy's original (tag 1) was given back, never acked; its redelivery (tag 2)
+    // was acked after its own copy was confirmed.
+    const settles = broker.frames.filter((f) => f.op === "ack" || f.op === "nack" || f.op === "confirm").map((f) => (f.op === "confirm" ? `confirm ${f.ok}` : `${f.op} ${f.tag}${f.multiple ? "+" : ""}`));
+    expect(settles).toEqual(["confirm false", "nack 1", "confirm true", "ack 2"]);
+    expect(broker.framesOf("nack")[0]).toMatchObject({ requeue: true });
+    expect(messages(lines, "error")).toContain("quarantine publish not confirmed; the original stays unacked and comes back");
     expect(consumer.outcomeCounts).toMatchObject({ requeue: 1, quarantined: 1 });
     expect(brokerClosedChannels(broker)).toEqual([]);
   });
@@ -285,7 +284,7 @@ describe("delayed retries", () => {
     const { consumer, lines } = start({ retryDelaysMs: [5], handler: retryLaterHandler(state) });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
-    await until(() => broker.framesOf("nack").length === 1, "the nack");
+    await until(() => broker.framesOf("nack").length >= 1, "the nack");
     expect(ackFrames(broker)).toEqual([]);
     expect(messages(lines, "error")).toContain("delayed-retry publish not confirmed; the original stays unacked and comes back");
     refuse = false;
