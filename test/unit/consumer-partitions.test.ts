@@ -1,0 +1,194 @@
+/**
+ * Partitioned consumption over an in-memory broker: the topology a replica declares, how
+ * replicas split the partitions, and hand-overs (a replica that stops, one that dies, one that
+ * joins), checked by the frames: a partition's channel is closed only after the deliveries it
+ * started were committed and acked, and what it had not started goes back unacked, never applied
+ * by the replica that gave it up. The real cluster tests cover node failures end to end.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { InboxConfigError } from "../../src/core/errors.js";
+import { FakeBroker } from "../support/fake-amqp.js";
+import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, until } from "../support/fake-consumer.js";
+import { MemoryStore } from "../support/memory-store.js";
+
+const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
+vi.mock("amqplib", () => ({ default: { connect: (url: string, options: unknown) => fake.broker.connect(url, options as never) } }));
+
+let broker: FakeBroker;
+const stops: Array<() => Promise<void>> = [];
+
+beforeEach(() => {
+  broker = new FakeBroker();
+  fake.broker = broker;
+});
+
+afterEach(async () => {
+  for (const stop of stops.splice(0)) await stop();
+});
+
+const timing = { heartbeatMs: 10, memberTimeoutMs: 60 };
+
+function replica(memberId: string, store: MemoryStore, options: Parameters<typeof fakeConsumer>[1] = {}) {
+  const built = fakeConsumer(broker, { store, partitions: { count: 4, memberId, ...timing }, ...options });
+  stops.push(() => built.consumer.stop());
+  return built;
+}
+
+const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);
+
+/** Publishes `perKey` events for each of `keys` accounts, in order, through the partition exchange. */
+function publishStream(keys: number, perKey: number, from = 0): void {
+  for (let n = from; n < from + perKey; n++) {
+    for (let k = 0; k < keys; k++) {
+      broker.publish("work", `t1/acct-${k}`, JSON.stringify({ tenant: "t1", event_id: `acct-${k}:${n}` }), { contentType: "application/json" });
+    }
+  }
+}
+
+/** Each account's events in the order they were applied; every account's list must be 0..n-1. */
+function appliedPerKey(store: MemoryStore): Map<string, number[]> {
+  const perKey = new Map<string, number[]>();
+  for (const effect of store.effects) {
+    const [key, n] = effect.split(":");
+    const list = perKey.get(key!) ?? [];
+    list.push(Number(n));
+    perKey.set(key!, list);
+  }
+  return perKey;
+}
+
+function expectAppliedInOrder(store: MemoryStore, keys: number, perKey: number): void {
+  const applied = appliedPerKey(store);
+  expect([...applied.keys()].sort()).toEqual(Array.from({ length: keys }, (_, k) => `acct-${k}`).sort());
+  for (const list of applied.values()) expect(list).toEqual(Array.from({ length: perKey }, (_, n) => n));
+}
+
+describe("partitioned topology", () => {
+  it("declares the consistent-hash exchange, quorum single-active-consumer partition queues bound with weight 1, and the members exchange", async () => {
+    const { consumer, lines } = replica("a", new MemoryStore(), { queueArguments: { "x-delivery-limit": 9 } });
+    await consumer.start();
+    expect(broker.exchanges.get("work")).toMatchObject({ type: "x-consistent-hash" });
+    expect(broker.exchanges.get("work")!.bindings).toEqual([0, 1, 2, 3].map((p) => ({ queue: `work.p${p}`, key: "1" })));
+    for (let p = 0; p < 4; p++) {
+      expect(broker.queue(`work.p${p}`).arguments).toEqual({ "x-queue-type": "quorum", "x-delivery-limit": 9, "x-single-active-consumer": true });
+    }
+    // The quarantine queue is shared; each partition has its own delay queues, back to itself.
+    expect(broker.queues.has("work")).toBe(false);
+    expect(broker.exchanges.get("work.members")).toMatchObject({ type: "fanout" });
+    expect(consumer.heldPartitions).toEqual([0, 1, 2, 3]);
+    expect(logged(lines, "consuming")[0]!.fields).toMatchObject({ partitions: 4, held: [0, 1, 2, 3], member: "a" });
+  });
+
+  it("names the missing plugin when the broker does not know x-consistent-hash, and declares no queue", async () => {
+    broker.exchangeTypes.delete("x-consistent-hash");
+    const { consumer } = replica("a", new MemoryStore());
+    const error = await consumer.start().then(() => undefined, (e: unknown) => e);
+    expect(error).toBeInstanceOf(InboxConfigError);
+    expect(String((error as Error).message)).toMatch(/needs the RabbitMQ plugin rabbitmq_consistent_hash_exchange.*rabbitmq-plugins enable rabbitmq_consistent_hash_exchange/);
+    expect([...broker.queues.keys()]).toEqual([]);
+  });
+
+  it("uses the exchange it is given instead of the queue name", async () => {
+    const { consumer } = replica("a", new MemoryStore(), { partitions: { count: 2, exchange: "accounts", memberId: "a", ...timing } });
+    await consumer.start();
+    expect(broker.exchanges.get("accounts")!.bindings.map((b) => b.queue)).toEqual(["work.p0", "work.p1"]);
+    expect(broker.exchanges.has("work")).toBe(false);
+  });
+});
+
+describe("replicas", () => {
+  it("split the partitions between them and apply each key's events once, in order", async () => {
+    const store = new MemoryStore();
+    const a = replica("a", store);
+    const b = replica("b", store);
+    await a.consumer.start();
+    await b.consumer.start();
+    await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
+    expect(a.consumer.heldPartitions).toEqual([0, 2]);
+    expect(b.consumer.heldPartitions).toEqual([1, 3]);
+    publishStream(12, 20);
+    await until(() => store.effects.length === 240, "every event applied");
+    expectAppliedInOrder(store, 12, 20);
+    expect(a.consumer.outcomeCounts.applied).toBeGreaterThan(0);
+    expect(b.consumer.outcomeCounts.applied).toBeGreaterThan(0);
+    expect(a.consumer.outcomeCounts.applied + b.consumer.outcomeCounts.applied).toBe(240);
+    expect(brokerClosedChannels(broker)).toEqual([]);
+    expect(logged(a.lines, "a replica joined")[0]!.fields).toMatchObject({ member: "b", members: 2 });
+  });
+
+  it("hand over on stop: the stopping replica finishes what it started, acks it, gives back the rest unapplied, and the other takes every partition", async () => {
+    const store = new MemoryStore();
+    let releaseA!: () => void;
+    const aHeld = new Promise<void>((resolve) => { releaseA = resolve; });
+    let aEntered = false;
+    const a = replica("a", store, {
+      batchSize: 5,
+      handler: {
+        name: "fake-consumer",
+        async handle(e, ctx) {
+          if (!aEntered) { aEntered = true; await aHeld; }
+          ctx.tx.effects.push(e.event_id);
+        },
+      },
+    });
+    const b = replica("b", store);
+    await a.consumer.start();
+    await b.consumer.start();
+    await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
+    publishStream(12, 10);
+    await until(() => aEntered, "a's first transaction");
+    const aConnection = broker.connections[0]!.number;
+    const stopping = a.consumer.stop();
+    await until(() => broker.framesOf("publish").some((f) => f.exchange === "work.members" && f.content.toString().includes("\"leave\"")), "a's leave");
+    releaseA();
+    await stopping;
+    await until(() => b.consumer.heldPartitions.length === 4, "b holds every partition");
+    await until(() => store.effects.length === 120, "every event applied");
+    expectAppliedInOrder(store, 12, 10);
+    // a acked only on its own connection, and only what it applied; nothing was refused.
+    const aAcks = ackFrames(broker).filter((f) => f.connection === aConnection);
+    expect(aAcks.length).toBeGreaterThan(0);
+    expect(a.consumer.outcomeCounts.applied).toBeLessThan(120);
+    // Each of a's partition channels closed after its acks: no ack of a follows its channel's close.
+    for (const ack of aAcks) {
+      const closeAt = broker.frames.findIndex((f) => f.op === "channel-close" && f.connection === aConnection && f.channel === ack.channel);
+      expect(closeAt).toBeGreaterThan(broker.frames.indexOf(ack));
+    }
+    expect(brokerClosedChannels(broker)).toEqual([]);
+    expect(logged(b.lines, "a replica left; its partitions move")[0]!.fields).toMatchObject({ member: "a" });
+  });
+
+  it("take over the partitions of a replica that stopped answering, once its timeout passed", async () => {
+    const store = new MemoryStore();
+    const a = replica("a", store, { url: NODE_A });
+    const b = replica("b", store, { url: NODE_B });
+    await a.consumer.start();
+    await b.consumer.start();
+    await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
+    // a's node goes away for good: its connection drops and it cannot reconnect.
+    broker.down.add(NODE_A);
+    broker.dropConnection(broker.connections.find((c) => c.url === NODE_A)!);
+    await until(() => b.consumer.heldPartitions.length === 4, "b holds every partition");
+    expect(logged(b.lines, "replicas stopped answering; their partitions move")[0]!.fields).toMatchObject({ gone: ["a"] });
+    publishStream(8, 5);
+    await until(() => store.effects.length === 40, "every event applied");
+    expectAppliedInOrder(store, 8, 5);
+    expect(a.consumer.heldPartitions).toEqual([]);
+  });
+
+  it("give a joining replica its share without applying anything twice", async () => {
+    const store = new MemoryStore();
+    const a = replica("a", store);
+    await a.consumer.start();
+    expect(a.consumer.heldPartitions).toEqual([0, 1, 2, 3]);
+    publishStream(12, 10);
+    const b = replica("b", store);
+    await b.consumer.start();
+    await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
+    publishStream(12, 10, 10);
+    await until(() => store.effects.length === 240, "every event applied");
+    expectAppliedInOrder(store, 12, 20);
+    expect(logged(a.lines, "partitions rebalanced").at(-1)!.fields).toMatchObject({ released: [1, 3], acquired: [], held: [0, 2], members: 2 });
+    expect(brokerClosedChannels(broker)).toEqual([]);
+  });
+});
