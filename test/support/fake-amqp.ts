@@ -467,12 +467,14 @@ export class FakeChannel extends EventEmitter {
     this.ensureOpen();
     const { mandatory, ...properties } = options;
     this.broker.frames.push({ op: "publish", channel: this.number, connection: this.connection.number, exchange, routingKey, content, properties });
-    const reached = this.broker.route(exchange, routingKey, content, properties);
-    if (reached.length === 0 && mandatory === true) {
+    // A nacked publish is one the broker did not take: it reaches no queue. (RabbitMQ may
+    // also nack a message it did enqueue; the library treats both alike, as unconfirmed.)
+    const verdict = this.confirm && callback ? this.broker.confirmPolicy(routingKey, properties) : true;
+    const reached = verdict === false ? [] : this.broker.route(exchange, routingKey, content, properties);
+    if (reached.length === 0 && mandatory === true && verdict !== false) {
       setImmediate(() => this.emit("return", { content, fields: { exchange, routingKey, replyCode: 312, replyText: "NO_ROUTE" }, properties }));
     }
     if (this.confirm && callback) {
-      const verdict = this.broker.confirmPolicy(routingKey, properties);
       // A held confirm never comes; the channel's close still fails it, as amqplib does.
       this.pendingConfirms.add(callback);
       if (verdict !== "hold") {
