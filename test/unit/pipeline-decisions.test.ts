@@ -225,6 +225,26 @@ describe("the log lines an operator relies on", () => {
   });
 });
 
+describe("a message without a readable key whose transaction keeps failing", () => {
+  it("gets a delayed retry like any other, with no key", async () => {
+    const { store, lines, pipeline } = setup({ canDelayRetry: () => true });
+    store.script = () => { throw deadlock(); };
+    const [outcome] = await pipeline.process([incomingMessage("{broken")]);
+    expect(outcome).toEqual({ kind: "delayed", key: null, detail: "failed 3 times: deadlock detected" });
+    expect(logged(lines, "transient failures outlived the in-process retries; scheduling a delayed retry")[0]?.fields)
+      .toEqual({ handler: "decisions", tenant: undefined, eventId: undefined, error: "deadlock detected" });
+  });
+
+  it("is quarantined as retries_exhausted once none is left, keyed by its body", async () => {
+    const { store, lines, pipeline } = setup({ canDelayRetry: () => false });
+    store.script = (attempt) => { if (attempt <= 3) throw deadlock(); return "commit"; };
+    const [outcome] = await pipeline.process([incomingMessage("{broken")]);
+    expect(outcome).toMatchObject({ kind: "quarantined", key: null, reason: "retries_exhausted" });
+    expect(store.quarantined.map((r) => [r.key, r.reason, r.body.toString()])).toEqual([[null, "retries_exhausted", "{broken"]]);
+    expect(logged(lines, "retries exhausted; event quarantined")[0]?.fields).toEqual({ handler: "decisions", tenant: undefined, eventId: undefined, error: "deadlock detected" });
+  });
+});
+
 describe("quarantine rows", () => {
   it("are written in delivery order, whatever decided them (invalid, conflict, handler's refusal)", async () => {
     const { store, pipeline } = setup({

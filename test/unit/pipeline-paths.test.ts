@@ -69,6 +69,8 @@ describe("an event the handler cannot apply yet (RetryLaterError)", () => {
     expect(outcomes[1]).toEqual({ kind: "delayed", key: key("e-2"), detail: "account_missing: account of e-2 not open yet" });
     expect(asked).toEqual(["test.events"]);
     expect(store.quarantined).toEqual([]);
+    expect(store.transactions).toBe(2); // refused, then run again without it: no isolation of the batch
+    expect(logged(lines, "batch failed; isolating its messages one by one")).toEqual([]);
     // Not claimed: its delayed copy is a first delivery, not a duplicate.
     expect(await store.countInbox("paths")).toBe(2);
     expect(logged(lines, "transaction failed, retrying")).toEqual([]);
@@ -131,10 +133,13 @@ describe("a permanent refusal", () => {
   });
 
   it("copies of a refused event in the same batch share its fate, each quarantined", async () => {
-    const { store, pipeline } = setup({ handle: (e: Body) => (e.event_id === "e-1" ? Promise.reject(new PermanentEventError("account_closed", "closed")) : Promise.resolve()) });
+    const { store, lines, pipeline } = setup({ handle: (e: Body) => (e.event_id === "e-1" ? Promise.reject(new PermanentEventError("account_closed", "closed")) : Promise.resolve()) });
     const outcomes = await pipeline.process([message("e-1"), message("e-1"), message("e-2")]);
     expect(kinds(outcomes)).toEqual(["quarantined:account_closed", "quarantined:account_closed", "applied"]);
     expect(store.quarantined).toHaveLength(2);
+    // Settled in the rerun without the refused event, not by isolating the batch after failures.
+    expect(store.transactions).toBe(2);
+    expect(lines).toEqual([]);
   });
 
   it("that keeps failing the transaction after the event was set aside is quarantined as retries_exhausted, not looped on", async () => {
@@ -240,6 +245,7 @@ describe("parsing", () => {
     const { pipeline } = setup({ parse: (body: Record<string, unknown>) => { parses++; return { key: { tenant: String(body.tenant), eventId: String(body.event_id) }, event: body as Body }; } });
     const m = message("e-1");
     pipeline.prepareAhead(m);
+    expect(parses).toBe(1);
     expect(kinds(await pipeline.process([message("e-0"), m]))).toEqual(["applied", "applied"]);
     expect(parses).toBe(2);
   });
