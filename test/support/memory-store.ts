@@ -1,6 +1,6 @@
 import type { EventKey } from "../../src/core/event.js";
 import { eventKeyString } from "../../src/core/event.js";
-import type { ClaimResult, InboxClaim, QuarantineEntry, QuarantineRecord, Store, StoreTransaction } from "../../src/core/store.js";
+import type { ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction } from "../../src/core/store.js";
 
 /**
  * A Store held in memory, for tests of the pipeline and the consumer that need to control what
@@ -29,6 +29,24 @@ export class MemoryStore implements Store<MemoryHandle> {
   script: (attempt: number) => "commit" | "commit-unknown" = () => "commit";
   /** What a "commit-unknown" transaction throws after committing. */
   commitUnknownError: Error = new Error("set commitUnknownError");
+  /**
+   * Optional parts of the Store contract, off by default (the pipeline must work without them).
+   * `countRedeliveries`: transactions offer `countRedelivery`, counted per handler and key.
+   */
+  countRedeliveries = false;
+  /** Committed redelivery counts, by handler and key (with `countRedeliveries`). */
+  readonly redeliveries = new Map<string, number>();
+  /** Outbox rows committed by transactions (transactions offer `writeOutbox` with `outbox`). */
+  outbox: OutboxRecord[] | undefined;
+  /**
+   * The purge horizon of the stale fence: a claim whose key has no record and whose event time
+   * is at or before it is refused as `stale`. Undefined: no fence.
+   */
+  horizon: Date | undefined;
+  /** Claimed keys (eventKeyString) to report as replacing an applied version (an accept-new grant), with the fingerprint replaced. */
+  readonly replacing = new Map<string, string>();
+  /** The store's `resendOutbox`, when a test gives it one. */
+  resendOutbox?: (handler: string, keys: readonly EventKey[]) => Promise<number>;
 
   migrate(): Promise<void> {
     return Promise.resolve();
@@ -37,7 +55,7 @@ export class MemoryStore implements Store<MemoryHandle> {
   async transaction<T>(work: (tx: StoreTransaction<MemoryHandle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
     this.transactions++;
     const fate = this.script(this.transactions);
-    const staged = { dedup: new Map<string, string>(), quarantine: [] as QuarantineRecord[], effects: [] as string[] };
+    const staged = { dedup: new Map<string, string>(), quarantine: [] as QuarantineRecord[], effects: [] as string[], outbox: [] as OutboxRecord[], redeliveries: new Map<string, number>() };
     const handle: MemoryHandle = { effects: staged.effects };
     const tx: StoreTransaction<MemoryHandle> = {
       handle,
@@ -47,11 +65,27 @@ export class MemoryStore implements Store<MemoryHandle> {
         return Promise.resolve();
       },
     };
+    if (this.outbox) {
+      tx.writeOutbox = (records) => {
+        staged.outbox.push(...records);
+        return Promise.resolve();
+      };
+    }
+    if (this.countRedeliveries) {
+      tx.countRedelivery = (handler, key) => {
+        const id = `${handler}\u0000${eventKeyString(key)}`;
+        const n = (staged.redeliveries.get(id) ?? this.redeliveries.get(id) ?? 0) + 1;
+        staged.redeliveries.set(id, n);
+        return Promise.resolve(n);
+      };
+    }
     const result = await work(tx);
     await beforeCommit?.();
     for (const [k, v] of staged.dedup) this.dedup.set(k, v);
+    for (const [k, v] of staged.redeliveries) this.redeliveries.set(k, v);
     this.quarantined.push(...staged.quarantine);
     this.effects.push(...staged.effects);
+    this.outbox?.push(...staged.outbox);
     if (fate === "commit-unknown") throw this.commitUnknownError;
     return result;
   }
@@ -62,8 +96,10 @@ export class MemoryStore implements Store<MemoryHandle> {
       const id = `${handler}\u0000${eventKeyString(c.key)}`;
       const stored = this.dedup.get(id) ?? staged.get(id);
       if (stored !== undefined) return { status: "exists", fingerprint: stored };
+      if (this.horizon && c.eventTime && c.eventTime.getTime() <= this.horizon.getTime()) return { status: "stale", horizon: this.horizon };
       staged.set(id, c.fingerprint);
-      return { status: "claimed" };
+      const replaced = this.replacing.get(eventKeyString(c.key));
+      return replaced === undefined ? { status: "claimed" } : { status: "claimed", replaced };
     });
   }
 

@@ -37,6 +37,9 @@ describe("duplicate keys", () => {
     ['{"x":[{"k":1},{"k":2,"k":3}]}', "k"],
     ['{"t":"a\\"b","t":"c"}', "t"],
     ['{"q\\"":1,"q\\"":2}', 'q"'],
+    // After a nested array or object closes, the outer object's keys are checked again.
+    ['{"list":[1,[2]],"x":1,"x":2}', "x"],
+    ['{"inner":{"y":1},"x":1,"x":2}', "x"],
   ])("refuses %s", (body, key) => {
     expect(firstDuplicateKey(body)).toBe(key);
     expect(refusal(body)).toContain(`body has the key ${JSON.stringify(key)} twice in one object`);
@@ -47,6 +50,8 @@ describe("duplicate keys", () => {
     '{"a":"{\\"a\\":1,\\"a\\":2}","b":"a,a"}',
     '{"a":["a","a"],"b":"\\\\","c":"\\\\\\""}',
     '{ "a" : 1 , "A" : 2 }',
+    '{"inner":{"b":1},"b":2}',
+    '{"list":[{"b":1}],"b":2}',
   ])("accepts the same name in other objects, in values and in arrays: %s", (body) => {
     expect(firstDuplicateKey(body)).toBeNull();
     expect(() => decode(body)).not.toThrow();

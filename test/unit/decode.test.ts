@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type DecodeLimits, decodeJsonBody, defaultDecodeLimits } from "../../src/core/decode.js";
+import { type DecodeLimits, decodeJsonBody, defaultDecodeLimits, isValidFlatObject } from "../../src/core/decode.js";
 import { InvalidEventError } from "../../src/core/errors.js";
 
 type Properties = { contentType?: string; contentEncoding?: string };
@@ -199,3 +199,77 @@ describe("decodeJsonBody", () => {
     expect(error.message.length).toBeLessThan(200);
   });
 });
+
+describe("decodeJsonBody: the exact edges", () => {
+  it("quotes a control character of the input as a \\u escape in the parse error", () => {
+    const error = rejects("\u0001", /^body is not valid JSON: /);
+    expect(error.message).toContain("Unexpected token '\\u0001'");
+    expect(error.cause).toBeInstanceOf(SyntaxError);
+  });
+
+  it("keeps the decoder's error as the cause of an invalid UTF-8 refusal", () => {
+    const error = rejects(Buffer.from([0x7b, 0xff, 0x7d]), /^body is not valid UTF-8$/);
+    expect(error.cause).toBeInstanceOf(TypeError);
+  });
+
+  it("reads the content encoding without outer spaces", () => {
+    for (const contentEncoding of [" identity ", "UTF-8 ", "\tutf8"]) {
+      expect(decode('{"a":1}', { contentType: "application/json", contentEncoding })).toEqual({ a: 1 });
+    }
+  });
+
+  it("takes a +json media type only when the whole media type is one", () => {
+    for (const contentType of ["a b/c+json", "application/x+json-seq", "application/problem+jsonp"]) {
+      rejects('{"a":1}', /is not JSON/, { contentType });
+    }
+  });
+
+  it("counts nesting in arrays and objects, not in the scalars they hold", () => {
+    const body = '{"a":[true,false,null,1,"s"],"b":{"c":true,"d":null}}';
+    expect(decode(body, json, { maxDepth: 2 })).toEqual(JSON.parse(body));
+    rejects('{"a":[[true]]}', /nesting deeper than 2 at \$\.a\[0\]$/, json, { maxDepth: 2 });
+  });
+
+  it("accepts exactly maxNodes values in a nested document and refuses one more", () => {
+    expect(decode('{"a":{"b":1,"c":2}}', json, { maxNodes: 3 })).toEqual({ a: { b: 1, c: 2 } });
+    rejects('{"a":{"b":1,"c":2,"d":3}}', /more than 3 values in the document/, json, { maxNodes: 3 });
+    expect(decode('{"a":[1,2]}', json, { maxNodes: 3 })).toEqual({ a: [1, 2] });
+    rejects('{"a":[1,2,3]}', /more than 3 values in the document/, json, { maxNodes: 3 });
+  });
+
+  it("allows any key under a constructor object but prototype", () => {
+    expect(decode('{"constructor":{"name":"Account","length":1}}')).toEqual({ constructor: { name: "Account", length: 1 } });
+  });
+
+  it("shows a key of 64 characters whole in an error path, and cuts a longer one at 64 with an ellipsis", () => {
+    const k64 = "k".repeat(64);
+    rejects(`{"${k64}":{"__proto__":1}}`, new RegExp(`^forbidden key "__proto__" at \\$\\.${k64}$`));
+    rejects(`{"${k64}x":{"__proto__":1}}`, new RegExp(`^forbidden key "__proto__" at \\$\\.${k64}…$`));
+  });
+});
+
+describe("isValidFlatObject (the one-loop check of the usual event)", () => {
+  const limits = defaultDecodeLimits;
+
+  it("passes a flat object of clean scalars, so the usual event skips the full walk", () => {
+    expect(isValidFlatObject({ tenant: "t1", event_id: "e-1", delta_cents: -250, ratio: 0.5, ok: true, off: false, note: null, empty: "" }, limits)).toBe(true);
+    expect(isValidFlatObject({}, limits)).toBe(true);
+  });
+
+  it("passes up to maxNodes keys and a maxDepth of 1", () => {
+    expect(isValidFlatObject({ a: 1, b: 2, c: 3 }, { ...limits, maxNodes: 3 })).toBe(true);
+    expect(isValidFlatObject({ a: 1, b: 2, c: 3 }, { ...limits, maxNodes: 2 })).toBe(false);
+    expect(isValidFlatObject({ a: 1 }, { ...limits, maxDepth: 1 })).toBe(true);
+    expect(isValidFlatObject({ a: 1 }, { ...limits, maxDepth: 0 })).toBe(false);
+  });
+
+  it("leaves everything else to the walk: nesting, forbidden or broken keys, NUL, lone surrogates, numbers out of range", () => {
+    for (const value of [
+      { a: {} }, { a: [] }, JSON.parse('{"__proto__":1}') as object, { "k\u0000": 1 }, { "\ud800": 1 },
+      { a: "x\u0000" }, { a: "\udc00" }, { a: Infinity }, { a: -Infinity }, { a: NaN }, { a: undefined }, { a: 1n },
+    ]) {
+      expect(isValidFlatObject(value, limits)).toBe(false);
+    }
+  });
+});
+

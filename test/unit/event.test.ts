@@ -45,6 +45,11 @@ describe("readId", () => {
     expect(readIdError({ event_id: "a\u0007b" }, "event_id").message).toBe("event_id contains control characters");
   });
 
+  it("names an unpaired surrogate as such, not as a space or control character", () => {
+    expect(readIdError({ event_id: "e-\ud800" }, "event_id").message).toBe("event_id contains an unpaired UTF-16 surrogate");
+    expect(readIdError({ tenant: "\udc00t" }, "tenant").message).toBe("tenant contains an unpaired UTF-16 surrogate");
+  });
+
   it("rejects leading or trailing spaces (a PAD SPACE collation would merge `e-1` and `e-1 `)", () => {
     for (const id of [" e-1", "e-1 ", "\u00a0e-1", "e-1\u3000", " "]) {
       expect(readIdError({ event_id: id }, "event_id").message).toMatch(/event_id (has leading or trailing spaces|must not be empty)/);

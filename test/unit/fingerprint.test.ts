@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canonicalJson, fingerprintOf } from "../../src/core/fingerprint.js";
+import { canonicalJson, fingerprintOf, flatObjectKeys } from "../../src/core/fingerprint.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Path = Array<string | number>;
@@ -112,6 +112,29 @@ describe("canonicalJson", () => {
     // An own "__proto__" key (JSON.parse makes one) must not become the prototype of a copy.
     expect(canonicalJson(JSON.parse('{"b":1,"__proto__":{"x":1},"a":3}'))).toBe('{"__proto__":{"x":1},"a":3,"b":1}');
     expect(canonicalJson(JSON.parse('{"b":1,"__proto__":2,"a":3}'))).toBe('{"__proto__":2,"a":3,"b":1}');
+    expect(canonicalJson(JSON.parse('{"__proto__":2}'))).toBe('{"__proto__":2}');
+    // "0" is an integer key (enumerated first by every object) that sorts after "!" and "-1".
+    expect(canonicalJson({ "!": 1, "0": 2, "-1": 3 })).toBe('{"!":1,"-1":3,"0":2}');
+  });
+
+  it("writes what JSON cannot hold as JSON.stringify writes it in an array, at any depth", () => {
+    expect(canonicalJson({ a: [Infinity, -Infinity, NaN], b: { c: undefined } })).toBe('{"a":[null,null,null],"b":{"c":null}}');
+    expect(canonicalJson({ a: [() => 1, Symbol("s")] })).toBe('{"a":[null,null]}');
+    expect(canonicalJson(() => 1)).toBe("null");
+    expect(canonicalJson(undefined)).toBe("null");
+  });
+
+  it("writes a bigint as its decimal digits, so a handler's 64-bit amounts fingerprint exactly", () => {
+    expect(canonicalJson({ amount: 12345678901234567891n, list: [1n, -2n] })).toBe('{"amount":12345678901234567891,"list":[1,-2]}');
+    expect(fingerprintOf({ amount: 12345678901234567891n })).not.toBe(fingerprintOf({ amount: 12345678901234567890n }));
+  });
+
+  it("takes the one-call path for a flat object of JSON scalars, and only for one", () => {
+    expect(flatObjectKeys({ tenant: "t1", b: 1.5, a: null, ok: false, yes: true, empty: "" })).toEqual(["a", "b", "empty", "ok", "tenant", "yes"]);
+    expect(flatObjectKeys({})).toEqual([]);
+    for (const value of [null, "s", 1, [1], [], { a: {} }, { a: [] }, { a: undefined }, { a: Infinity }, { a: NaN }, { a: 1n }, { a: () => 1 }, { a: "x", b: { c: 1 } }]) {
+      expect(flatObjectKeys(value)).toBeNull();
+    }
   });
 
   it("handles 100 000 levels of nesting without overflowing the stack", () => {

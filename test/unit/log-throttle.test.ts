@@ -77,4 +77,61 @@ describe("throttleRepeats", () => {
     vi.advanceTimersByTime(120_000);
     expect(lines).toHaveLength(2);
   });
+
+  it("a repeat that arrives exactly one interval after the last line is written at once", () => {
+    const { logger, lines } = recorder();
+    let clock = 0;
+    const log = throttleRepeats(logger, { intervalMs: 1000, now: () => clock });
+    log.warn("database unavailable");
+    clock = 1000;
+    log.warn("database unavailable");
+    expect(lines.map((l) => l.fields)).toEqual([undefined, undefined]);
+  });
+
+  it("a line written at once after a quiet interval carries the count still held back, and that count is not written again", () => {
+    const { logger, lines } = recorder();
+    let clock = 0;
+    const log = throttleRepeats(logger, { intervalMs: 1000, now: () => clock });
+    log.warn("publish refused", { attempt: 1 });
+    clock = 10;
+    log.warn("publish refused", { attempt: 2 });
+    log.warn("publish refused", { attempt: 3 });
+    // The clock passed the interval before the summary's timer ran (a busy event loop): the
+    // next occurrence is written at once, with the two held back.
+    clock = 1500;
+    log.warn("publish refused", { attempt: 4 });
+    expect(lines.map((l) => l.fields)).toEqual([{ attempt: 1 }, { attempt: 4, repeated: 2, repeatedWithinMs: 1000 }]);
+    // The summary timer of the held occurrences is cancelled: they were counted once.
+    vi.advanceTimersByTime(10_000);
+    log.flush();
+    expect(lines).toHaveLength(2);
+  });
+
+  it("throttles every level, debug included, under the level it was called at", () => {
+    const { logger, lines } = recorder();
+    const log = throttleRepeats(logger, { intervalMs: 1000 });
+    for (const level of ["debug", "info", "warn", "error"] as const) {
+      log[level]("same text");
+      log[level]("same text");
+    }
+    log.flush();
+    expect(lines.map((l) => `${l.level}:${String(l.fields?.repeated)}`)).toEqual([
+      "debug:undefined", "info:undefined", "warn:undefined", "error:undefined", "debug:1", "info:1", "warn:1", "error:1",
+    ]);
+  });
+
+  it("after a flush, a new burst is summed up one interval after the flush, not at the old timer's time", () => {
+    const { logger, lines } = recorder();
+    const log = throttleRepeats(logger, { intervalMs: 1000 });
+    log.warn("x");
+    vi.advanceTimersByTime(100);
+    log.warn("x"); // held; its summary was due at 1000
+    vi.advanceTimersByTime(400);
+    log.flush(); // at 500: written now; the next summary is due at 1500
+    log.warn("x"); // held again
+    vi.advanceTimersByTime(600); // 1100: past the old timer's time
+    expect(lines.map((l) => l.fields?.repeated)).toEqual([undefined, 1]);
+    vi.advanceTimersByTime(400); // 1500
+    expect(lines.map((l) => l.fields?.repeated)).toEqual([undefined, 1, 1]);
+  });
 });

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type RetryPolicy, backoffDelay, defaultRetryPolicy } from "../../src/core/retry-policy.js";
+import { type RetryPolicy, backoffDelay, defaultRetryPolicy, reconnectPolicy } from "../../src/core/retry-policy.js";
 
 const policy: RetryPolicy = { maxAttempts: 5, baseDelayMs: 20, maxDelayMs: 2000, maxTotalMs: 15_000 };
 
@@ -53,3 +53,16 @@ describe("backoffDelay", () => {
     }
   });
 });
+
+describe("reconnectPolicy", () => {
+  it("backs off from 200 ms to 10 s by default, and never gives up", () => {
+    expect(reconnectPolicy({})).toEqual({ maxAttempts: Infinity, maxTotalMs: Infinity, baseDelayMs: 200, maxDelayMs: 10_000 });
+  });
+
+  it("takes the configured delays", () => {
+    const policy = reconnectPolicy({ reconnectBaseDelayMs: 50, reconnectMaxDelayMs: 400 });
+    expect(policy).toEqual({ maxAttempts: Infinity, maxTotalMs: Infinity, baseDelayMs: 50, maxDelayMs: 400 });
+    expect([1, 2, 3, 4, 100].map((a) => backoffDelay(policy, a, () => 0.999999))).toEqual([50, 100, 200, 400, 400]);
+  });
+});
+
