@@ -7,7 +7,7 @@
 import type { ChannelModel } from "amqplib";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { PartitionMembership } from "../../src/amqp/partition-membership.js";
-import { FakeBroker, type FakeConnection } from "../support/fake-amqp.js";
+import { FakeAmqpError, FakeBroker, type FakeConnection } from "../support/fake-amqp.js";
 import { type LogLine, recordingLogger } from "../support/fake-consumer.js";
 
 const EXCHANGE = "orders.members";
@@ -269,6 +269,27 @@ describe("PartitionMembership, connections", () => {
     broker.dropConnection(a.connection);
     await step(TIMEOUT + HEARTBEAT);
     expect(a.membership.members()).toEqual(["a"]);
+  });
+});
+
+describe("PartitionMembership, what it survives", () => {
+  it("survives the broker closing its channel with an error (an unhandled channel error would crash the process)", async () => {
+    const a = replica("a");
+    await attachAlone(a);
+    const [channel] = a.connection.channels;
+    expect(() => channel!.closedByBroker(new FakeAmqpError(`Channel closed by server: 404 (NOT-FOUND) with message "NOT_FOUND - no exchange '${EXCHANGE}' in vhost '/'"`, 404), "NOT_FOUND")).not.toThrow();
+    await step(TIMEOUT);
+    expect(a.membership.members()).toEqual(["a"]);
+  });
+
+  it("survives the broker cancelling its consumer (its queue was deleted)", async () => {
+    const a = replica("a");
+    await attachAlone(a);
+    broker.publish(EXCHANGE, "", JSON.stringify({ kind: "heartbeat", member: "b" }));
+    await flush();
+    const [queue] = [...broker.queues.keys()];
+    expect(() => broker.deleteQueue(queue!)).not.toThrow();
+    expect(a.membership.members()).toEqual(["a", "b"]);
   });
 });
 
