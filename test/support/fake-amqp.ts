@@ -34,6 +34,9 @@ export interface FakeQueue {
   name: string;
   arguments: Record<string, unknown>;
   durable: boolean;
+  /** As declared; amqplib's defaults are false. Recorded only: the fake deletes no queue by itself. */
+  exclusive: boolean;
+  autoDelete: boolean;
   messages: FakeMessage[];
   consumers: FakeConsumer[];
   bindings: Array<{ exchange: string; key: string }>;
@@ -42,6 +45,8 @@ export interface FakeQueue {
 interface FakeExchange {
   name: string;
   type: string;
+  /** As declared (amqplib's default: true). */
+  durable: boolean;
   bindings: Array<{ queue: string; key: string }>;
 }
 
@@ -325,7 +330,7 @@ export class FakeChannel extends EventEmitter {
         }
       }
     } else {
-      this.broker.queues.set(queueName, { name: queueName, arguments: { ...args }, durable: options.durable ?? true, messages: [], consumers: [], bindings: [] });
+      this.broker.queues.set(queueName, { name: queueName, arguments: { ...args }, durable: options.durable ?? true, exclusive: options.exclusive ?? false, autoDelete: options.autoDelete ?? false, messages: [], consumers: [], bindings: [] });
     }
     const q = this.broker.queue(queueName);
     return Promise.resolve({ queue: queueName, messageCount: q.messages.length, consumerCount: q.consumers.length });
@@ -338,7 +343,7 @@ export class FakeChannel extends EventEmitter {
     return Promise.resolve({ queue: name, messageCount: q.messages.length, consumerCount: q.consumers.length });
   }
 
-  assertExchange(name: string, type: string, _options: Record<string, unknown> = {}): Promise<{ exchange: string }> {
+  assertExchange(name: string, type: string, options: { durable?: boolean } = {}): Promise<{ exchange: string }> {
     this.ensureOpen();
     if (!this.broker.exchangeTypes.has(type)) {
       // An unknown type is a connection error in RabbitMQ, not a channel error.
@@ -350,7 +355,7 @@ export class FakeChannel extends EventEmitter {
     if (existing && existing.type !== type) {
       return this.fail(406, `PRECONDITION_FAILED - inequivalent arg 'type' for exchange '${name}' in vhost '/': received '${type}' but current is '${existing.type}'`);
     }
-    if (!existing) this.broker.exchanges.set(name, { name, type, bindings: [] });
+    if (!existing) this.broker.exchanges.set(name, { name, type, durable: options.durable ?? true, bindings: [] });
     return Promise.resolve({ exchange: name });
   }
 

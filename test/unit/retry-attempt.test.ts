@@ -35,5 +35,15 @@ describe("retryAttemptOf: the delayed-retry count is believed only from our own 
     for (const bad of [-5, "2", 1.5, 0, Number.NaN, null]) {
       expect(retryAttemptOf({ [RETRY_ATTEMPT_HEADER]: bad, "x-death": [death("work.retry.1")] }, "work")).toBe(0);
     }
+    // Not believed even when a retry queue of that very name exists and the message expired there.
+    for (const bad of ["1", 1.5, -1, 2 ** 53, Number.POSITIVE_INFINITY]) {
+      expect(retryAttemptOf({ [RETRY_ATTEMPT_HEADER]: bad, "x-death": [death(`work.retry.${String(bad)}`)] }, "work")).toBe(0);
+    }
+  });
+
+  it("counts nothing for an x-death entry without a queue or a reason", () => {
+    expect(retryAttemptOf({ [RETRY_ATTEMPT_HEADER]: 1, "x-death": [{ reason: "expired" }] }, "work")).toBe(0);
+    expect(retryAttemptOf({ [RETRY_ATTEMPT_HEADER]: 1, "x-death": [{ queue: "work.retry.1" }] }, "work")).toBe(0);
+    expect(retryAttemptOf({ [RETRY_ATTEMPT_HEADER]: 1, "x-death": [{ queue: 1, reason: "expired" }] }, "work")).toBe(0);
   });
 });

@@ -1,0 +1,130 @@
+/**
+ * The confirmed publisher over the in-memory broker: a publish counts only when the broker
+ * confirmed it AND routed it to a queue; a nack, a return, a closed channel or a confirm that
+ * never comes rejects, so the caller keeps the message it was quarantining.
+ */
+import type { ConfirmChannel } from "amqplib";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ConfirmedPublisher } from "../../src/amqp/confirmed-publisher.js";
+import { QuarantinePublishError } from "../../src/core/errors.js";
+import { FakeBroker, type FakeChannel } from "../support/fake-amqp.js";
+
+const ID_HEADER = "x-rabbit-inbox-publish-id";
+
+let broker: FakeBroker;
+let channel: FakeChannel;
+
+beforeEach(async () => {
+  broker = new FakeBroker();
+  const connection = await broker.connect("amqp://node-a");
+  channel = await connection.createConfirmChannel();
+  await channel.assertQueue("work.quarantine");
+});
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const publisherOn = (timeoutMs = 1000) => new ConfirmedPublisher(channel as unknown as ConfirmChannel, timeoutMs);
+
+async function rejection(work: Promise<unknown>): Promise<QuarantinePublishError> {
+  const error = await work.then(() => undefined, (e: unknown) => e);
+  expect(error).toBeInstanceOf(QuarantinePublishError);
+  return error as QuarantinePublishError;
+}
+
+/** What the publisher keeps about returned messages: nothing once each publish has finished. */
+const returnedKept = (publisher: ConfirmedPublisher) => (publisher as unknown as { returned: Set<string> }).returned.size;
+
+describe("ConfirmedPublisher", () => {
+  it("resolves once the broker confirmed a routed message, sent mandatory with the caller's properties and its own id", async () => {
+    const publisher = publisherOn();
+    await publisher.publish("", "work.quarantine", Buffer.from("body"), { persistent: true, headers: { reason: "invalid" } });
+    const [frame] = broker.framesOf("publish");
+    expect(frame).toMatchObject({ exchange: "", routingKey: "work.quarantine", content: Buffer.from("body") });
+    expect(frame!.properties).toMatchObject({ persistent: true, headers: { reason: "invalid", [ID_HEADER]: `${process.pid}-1` } });
+    expect(broker.framesOf("confirm")).toMatchObject([{ ok: true }]);
+    expect(broker.queue("work.quarantine").messages).toHaveLength(1);
+  });
+
+  it("gives every publish its own id", async () => {
+    const publisher = publisherOn();
+    await Promise.all([publisher.publish("", "work.quarantine", Buffer.from("a")), publisher.publish("", "work.quarantine", Buffer.from("b"))]);
+    await publisher.publish("", "work.quarantine", Buffer.from("c"));
+    expect(broker.framesOf("publish").map((f) => (f.properties.headers as Record<string, unknown>)[ID_HEADER])).toEqual([
+      `${process.pid}-1`, `${process.pid}-2`, `${process.pid}-3`,
+    ]);
+  });
+
+  it("rejects a message no queue took even though the broker acked its confirm, and forgets it afterwards", async () => {
+    const publisher = publisherOn();
+    const error = await rejection(publisher.publish("orders", "nowhere", Buffer.from("x")));
+    expect(error.message).toBe(`message to "nowhere" on exchange "orders" was unroutable (no queue bound)`);
+    expect(broker.framesOf("confirm")).toMatchObject([{ ok: true }]);
+    expect(returnedKept(publisher)).toBe(0);
+    // The next, routable publish is not mistaken for the returned one.
+    await publisher.publish("", "work.quarantine", Buffer.from("y"));
+  });
+
+  it("rejects a publish the broker nacked, saying so, and keeps the broker's error as the cause", async () => {
+    broker.confirmPolicy = () => false;
+    const error = await rejection(publisherOn().publish("", "work.quarantine", Buffer.from("x")));
+    expect(error.message).toBe("broker refused the publish: message nacked");
+    expect((error.cause as Error).message).toBe("message nacked");
+  });
+
+  it("rejects a publish whose confirm does not come within the timeout, and not before", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    broker.confirmPolicy = () => "hold";
+    let settled = false;
+    const publishing = publisherOn(250).publish("", "work.quarantine", Buffer.from("x"));
+    publishing.then(() => { settled = true; }, () => { settled = true; });
+    await vi.advanceTimersByTimeAsync(249);
+    expect(settled).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    const error = await rejection(publishing);
+    expect(error.message).toBe("no publisher confirm within 250 ms");
+  });
+
+  it("clears its timer once the confirm came", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const publisher = publisherOn(60_000);
+    await publisher.publish("", "work.quarantine", Buffer.from("x"));
+    expect(vi.getTimerCount()).toBe(0);
+    const error = await rejection(publisher.publish("ex", "nowhere", Buffer.from("x")));
+    expect(error.message).toContain("unroutable");
+    expect(vi.getTimerCount()).toBe(0);
+    broker.confirmPolicy = () => false;
+    await rejection(publisher.publish("", "work.quarantine", Buffer.from("x")));
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("rejects when the channel closes before the confirm", async () => {
+    broker.confirmPolicy = () => "hold";
+    channel.on("error", () => undefined);
+    const publishing = publisherOn().publish("", "work.quarantine", Buffer.from("x"));
+    channel.closedByBroker(new Error("Channel closed by server: 404"), "NOT_FOUND");
+    const error = await rejection(publishing);
+    expect(error.message).toBe("broker refused the publish: channel closed");
+  });
+
+  it("rejects at once, timer cleared, when the channel is already closed", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    await channel.close();
+    const error = await rejection(publisherOn(60_000).publish("", "work.quarantine", Buffer.from("x")));
+    expect(error.message).toBe("publish failed: Channel closed");
+    expect((error.cause as Error).name).toBe("IllegalOperationError");
+    expect(vi.getTimerCount()).toBe(0);
+    expect(broker.framesOf("publish")).toEqual([]);
+  });
+
+  it("ignores returns of messages it did not publish, and returns without headers", async () => {
+    const publisher = publisherOn();
+    expect(() => channel.emit("return", { content: Buffer.from(""), fields: {}, properties: {} })).not.toThrow();
+    channel.emit("return", { content: Buffer.from(""), fields: {}, properties: { headers: { [ID_HEADER]: 1 } } });
+    expect(returnedKept(publisher)).toBe(0);
+    channel.emit("return", { content: Buffer.from(""), fields: {}, properties: { headers: { [ID_HEADER]: "someone-else" } } });
+    expect(returnedKept(publisher)).toBe(1);
+    await publisher.publish("", "work.quarantine", Buffer.from("x"));
+  });
+});
