@@ -12,7 +12,8 @@ export type BrokerUrls = string | readonly string[];
 
 /** The broker URLs as a list, each checked to be an `amqp:` or `amqps:` URL. */
 export function brokerUrlList(urls: BrokerUrls): string[] {
-  const list = (typeof urls === "string" ? urls.split(",") : [...urls]).map((u) => u.trim()).filter((u) => u.length > 0);
+  // `?? []`: JavaScript callers (and configuration read from the environment) may pass nothing.
+  const list = (typeof urls === "string" ? urls.split(",") : [...(urls ?? [])]).map((u) => u.trim()).filter((u) => u.length > 0);
   if (list.length === 0) throw new InboxConfigError("url is required (the AMQP URL, or a list of the cluster's node URLs)");
   for (const url of list) {
     let protocol: string;

@@ -206,7 +206,6 @@ export class InboxConsumer<E, Tx> {
   private rebalancing: Promise<void> = Promise.resolve();
 
   constructor(options: InboxConsumerOptions<E, Tx>) {
-    if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
     if (!options.queue) throw new InboxConfigError("queue is required");
     const batchSize = options.batchSize ?? 500;
     const prefetch = options.prefetch ?? Math.min(65535, Math.max(200, 2 * batchSize));
@@ -313,7 +312,9 @@ export class InboxConsumer<E, Tx> {
     await this.whenIdle();
     this.flushAcks();
     this.state = "stopped";
-    if (session?.open) {
+    // Closed even when the session was lost meanwhile (the broker closed a channel during the
+    // stop): its connection may still be open, and would keep the process alive.
+    if (session) {
       session.open = false;
       // Close the channels before the connection: amqplib writes each channel's frames through
       // its own buffer and multiplexes them, so a connection-level Close can overtake acks still
@@ -368,6 +369,8 @@ export class InboxConsumer<E, Tx> {
         });
       }
       if (exchange !== undefined && declare) await bindPartitionQueues(connection, exchange, this.workQueues());
+      // A reconnect that finished after stop() began must not start consuming again.
+      if (this.state !== "running") throw new Error("the consumer stopped while this session was opening");
       // From here on a loss of this session is a loss to recover from, not a failed start.
       this.session = s;
       if (this.membership) {
@@ -534,12 +537,10 @@ export class InboxConsumer<E, Tx> {
     if (consumer.inFlight === 0) for (const resolve of consumer.idleWaiters.splice(0)) resolve();
   }
 
+  /** A batch holds only deliveries of open channels: a lost channel's pending ones are dropped at once (sessionLost). */
   private async runBatch(batch: Delivery[]): Promise<void> {
-    // Deliveries of a closed channel will be redelivered; processing them now is wasted work.
-    const live = batch.filter((d) => d.consumer.open);
-    if (live.length === 0) return;
-    const outcomes = await this.pipeline.process(live.map((d) => d.incoming));
-    await this.settle(live, outcomes);
+    const outcomes = await this.pipeline.process(batch.map((d) => d.incoming));
+    await this.settle(batch, outcomes);
   }
 
   private toIncoming(message: ConsumeMessage, queue: string): IncomingMessage {
@@ -780,6 +781,7 @@ export class InboxConsumer<E, Tx> {
         this.logger.info("AMQP session restored", { queue: this.options.queue, node: this.session?.node, attempt });
         return;
       } catch (error) {
+        if (this.state !== "running") return;
         this.logger.warn("reconnect failed", { attempt, nodes: this.connector.nodes, error: redactSecrets(describeError(error)) });
       }
     }

@@ -81,10 +81,17 @@ export class FakeBroker {
   readonly exchanges = new Map<string, FakeExchange>();
   readonly connections: FakeConnection[] = [];
   readonly frames: Frame[] = [];
+  /** How long a connect takes (a slow network, a node under load). */
+  connectDelayMs = 0;
   /** URLs the broker refuses to connect (a node that is down). */
   readonly down = new Set<string>();
   /** Exchange types the broker knows (a missing plugin is a missing type). */
   readonly exchangeTypes = new Set(["direct", "fanout", "topic", "headers", "x-consistent-hash"]);
+  /**
+   * Commands the broker refuses next, once each, closing the channel with this error (a
+   * resource-locked queue, an access refusal): `failNext.consume = "403 ACCESS_REFUSED"`.
+   */
+  readonly failNext: Partial<Record<"consume" | "cancel", string>> = {};
   /** Decides each confirm: true acks it, false nacks it, "hold" never answers. Default: ack. */
   confirmPolicy: (routingKey: string, properties: Record<string, unknown>) => boolean | "hold" = () => true;
   private nextConnection = 1;
@@ -98,6 +105,7 @@ export class FakeBroker {
     }
     const connection = new FakeConnection(this, this.nextConnection++, url, options?.clientProperties ?? {});
     this.connections.push(connection);
+    if (this.connectDelayMs > 0) return new Promise((resolve) => setTimeout(() => resolve(connection), this.connectDelayMs));
     return Promise.resolve(connection);
   }
 
@@ -386,6 +394,8 @@ export class FakeChannel extends EventEmitter {
 
   consume(queue: string, onMessage: (message: unknown) => void, options: { noAck?: boolean } = {}): Promise<{ consumerTag: string }> {
     this.ensureOpen();
+    const refused = this.refusedNext("consume");
+    if (refused) return refused;
     const q = this.broker.queues.get(queue);
     if (!q) return this.fail(404, `NOT_FOUND - no queue '${queue}' in vhost '/'`);
     const consumer: FakeConsumer = { tag: this.broker.consumerTag(), queue, channel: this, noAck: options.noAck ?? false, onMessage };
@@ -398,6 +408,8 @@ export class FakeChannel extends EventEmitter {
 
   cancel(consumerTag: string): Promise<{ consumerTag: string }> {
     this.ensureOpen();
+    const refused = this.refusedNext("cancel");
+    if (refused) return refused;
     const at = this.consumers.findIndex((c) => c.tag === consumerTag);
     if (at >= 0) {
       const [consumer] = this.consumers.splice(at, 1);
@@ -409,6 +421,13 @@ export class FakeChannel extends EventEmitter {
       this.broker.frames.push({ op: "cancel", channel: this.number, connection: this.connection.number, queue: consumer!.queue });
     }
     return Promise.resolve({ consumerTag });
+  }
+
+  private refusedNext(op: "consume" | "cancel"): Promise<never> | undefined {
+    const text = this.broker.failNext[op];
+    if (text === undefined) return undefined;
+    delete this.broker.failNext[op];
+    return this.fail(Number(text.slice(0, 3)) || 541, text);
   }
 
   canTake(consumer: FakeConsumer): boolean {

@@ -6,7 +6,7 @@
  * and the redelivery is settled by the dedup record.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { BrokerUnreachableError, InboxConfigError } from "../../src/core/errors.js";
+import { BrokerUnreachableError, InboxConfigError, TransientStoreError } from "../../src/core/errors.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import { FakeBroker } from "../support/fake-amqp.js";
 import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until } from "../support/fake-consumer.js";
@@ -89,13 +89,17 @@ describe("start", () => {
   it("refuses to start, names the queue and argument, and leaves no connection open when the queue exists with other arguments", async () => {
     const setup = await (await broker.connect(NODE_A)).createChannel();
     await setup.assertQueue("work", { durable: true, arguments: { "x-queue-type": "classic" } });
-    const { consumer } = build({ queueArguments: quorumQueueArguments() });
+    const { consumer, lines } = build({ queueArguments: quorumQueueArguments() });
     const error = await consumer.start().then(() => undefined, (e: unknown) => e);
     expect(error).toBeInstanceOf(InboxConfigError);
     expect(String((error as Error).message)).toMatch(/queue "work" cannot be declared as configured.*inequivalent arg 'x-queue-type'/);
     expect(broker.openConnections.map((c) => c.number)).toEqual([1]);
     // A consumer that failed to start is stopped: it does not start again.
     await expect(consumer.start()).rejects.toThrow(/stopped/);
+    // The half-opened session's own close is part of the failed start, not a loss to recover from.
+    await settleTurns();
+    expect(logged(lines, "AMQP session lost; reconnecting")).toEqual([]);
+    expect(broker.connections).toHaveLength(2);
   });
 
   it("with declareTopology false, checks the queues and names a missing one", async () => {
@@ -126,7 +130,12 @@ describe("start", () => {
   it("checks its options before connecting", () => {
     const store = new MemoryStore();
     const base = { url: NODE_A, queue: "q", store, handler: { name: "h", handle: () => Promise.resolve() } };
-    expect(() => fakeConsumer(broker, { ...base, url: "" })).toThrow(InboxConfigError);
+    expect(() => fakeConsumer(broker, { ...base, url: "" })).toThrow(/url is required/);
+    expect(() => fakeConsumer(broker, { ...base, url: undefined as unknown as string })).toThrow(/url is required/);
+    expect(() => fakeConsumer(broker, { ...base, url: " , " })).toThrow(InboxConfigError);
+    expect(() => fakeConsumer(broker, { ...base, prefetch: 1 })).not.toThrow();
+    expect(() => fakeConsumer(broker, { ...base, retryDelaysMs: [1] })).not.toThrow();
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 1 } })).not.toThrow();
     expect(() => fakeConsumer(broker, { ...base, queue: "" })).toThrow(/queue is required/);
     expect(() => fakeConsumer(broker, { ...base, prefetch: 0 })).toThrow(/prefetch must be an integer from 1 to 65535, got 0/);
     expect(() => fakeConsumer(broker, { ...base, prefetch: 65536 })).toThrow(/prefetch/);
@@ -175,8 +184,11 @@ describe("a lost session", () => {
     expect(brokerClosedChannels(broker)).toEqual([]);
     // amqplib closes a connection's channels (and emits their close) before the connection's own close.
     expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields).toMatchObject({ what: "publish channel closed", node: "node-a:5672" });
+    expect(logged(lines, "AMQP session lost; reconnecting")).toHaveLength(1);
+    expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields.session).toBe(1);
+    expect(logged(lines, "AMQP connection error")[0]!.fields).toMatchObject({ node: "node-a:5672", error: expect.stringContaining("CONNECTION_FORCED") as unknown });
     expect(logged(lines, "AMQP session restored")).toHaveLength(1);
-    expect(logged(lines, "channel closed before ack; the broker will redeliver and the dedup record decides")).toHaveLength(1);
+    expect(logged(lines, "channel closed before ack; the broker will redeliver and the dedup record decides")[0]!.fields).toEqual({ queue: "work", deliveries: 1 });
     expect(JSON.stringify(lines)).not.toContain("secret");
     expect(broker.depth("work")).toEqual({ ready: 0, unacked: 0 });
   });
@@ -232,6 +244,7 @@ describe("a lost session", () => {
     await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
     expect(broker.connections[0]!.open).toBe(false);
     expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields.what).toBe("consume channel of work closed");
+    expect(logged(lines, "AMQP channel error")[0]!.fields).toMatchObject({ queue: "work", node: "node-a:5672", error: expect.stringContaining("406") as unknown });
     broker.publishJson("work", event("e-1"));
     await until(() => consumer.outcomeCounts.applied === 1, "an apply");
   });
@@ -243,6 +256,7 @@ describe("a lost session", () => {
     channel.closedByBroker(new Error("Channel closed by server: 404"), "NOT_FOUND");
     await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
     expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields.what).toBe("publish channel closed");
+    expect(logged(lines, "AMQP publish channel error")[0]!.fields).toEqual({ node: "node-a:5672", error: "Channel closed by server: 404" });
   });
 
   it("re-subscribes (declaring the queue again) after the broker cancels the consumer because its queue was deleted", async () => {
@@ -250,7 +264,8 @@ describe("a lost session", () => {
     await consumer.start();
     broker.deleteQueue("work");
     await until(() => logged(lines, "AMQP session restored").length === 1, "the restored session");
-    expect(logged(lines, "broker cancelled the consumer; reconnecting")).toHaveLength(1);
+    expect(logged(lines, "broker cancelled the consumer; reconnecting")[0]!.fields).toEqual({ queue: "work" });
+    expect(logged(lines, "AMQP session lost; reconnecting")[0]!.fields.what).toBe("consumer cancelled by broker");
     broker.publishJson("work", event("e-1"));
     await until(() => consumer.outcomeCounts.applied === 1, "an apply");
     expect(store.effects).toEqual(["e-1"]);
@@ -262,7 +277,7 @@ describe("a lost session", () => {
     broker.connections[0]!.emit("blocked", "low on memory");
     broker.connections[0]!.emit("unblocked");
     expect(logged(lines, "broker blocked the connection (resource alarm): publishes wait")[0]!.fields).toMatchObject({ reason: "low on memory", node: "node-a:5672" });
-    expect(logged(lines, "broker unblocked the connection")).toHaveLength(1);
+    expect(logged(lines, "broker unblocked the connection")[0]!.fields).toEqual({ node: "node-a:5672" });
   });
 });
 
@@ -294,14 +309,15 @@ describe("stop", () => {
     // A second stop, and a stop of a consumer never started, do nothing.
     await consumer.stop();
     expect(logged(lines, "stopped")).toHaveLength(1);
-    const idle = build().consumer;
-    await idle.stop();
-    await expect(idle.start()).rejects.toThrow(InboxConfigError);
+    const idle = build();
+    await idle.consumer.stop();
+    expect(idle.lines).toEqual([]);
+    await expect(idle.consumer.start()).rejects.toThrow(InboxConfigError);
   });
 
   it("returns the same wait to a stop called while stopping", async () => {
     const held = heldHandler("e-1");
-    const { consumer } = build({ handler: held.handler });
+    const { consumer, lines } = build({ handler: held.handler });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
     await until(() => held.entered, "the held transaction");
@@ -314,6 +330,8 @@ describe("stop", () => {
     held.release();
     await Promise.all([first, second]);
     expect(broker.openConnections).toEqual([]);
+    expect(logged(lines, "stopped")).toHaveLength(1);
+    expect(broker.framesOf("cancel")).toHaveLength(1);
   });
 
   it("does not reconnect after stop, even when the connection is lost while stopping", async () => {
@@ -324,6 +342,133 @@ describe("stop", () => {
     await settleTurns(30);
     expect(broker.connections).toHaveLength(1);
     expect(logged(lines, "AMQP session lost; reconnecting")).toEqual([]);
+  });
+});
+
+describe("stop, continued", () => {
+  it("finishes every delivery it received, batch after batch, before it closes", async () => {
+    const held = heldHandler("e-1");
+    const { consumer, store } = build({ handler: held.handler, batchSize: 1 });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    broker.publishJson("work", event("e-2"));
+    broker.publishJson("work", event("e-3"));
+    await until(() => held.entered && broker.depth("work").unacked === 3, "the held transaction with two more waiting");
+    const stopped = consumer.stop();
+    await settleTurns();
+    held.release();
+    await stopped;
+    expect(store.effects).toEqual(["e-1", "e-2", "e-3"]);
+    // Every ack went out on the consuming channel before it closed: nothing comes back.
+    const consumeChannel = broker.framesOf("consume")[0]!.channel;
+    const closeAt = broker.frames.findIndex((f) => f.op === "channel-close" && f.channel === consumeChannel && f.by === "client");
+    const acks = broker.frames.flatMap((f, i) => (f.op === "ack" ? [i] : []));
+    expect(acks.length).toBeGreaterThan(0);
+    expect(acks.every((i) => i < closeAt)).toBe(true);
+    expect(broker.depth("work")).toEqual({ ready: 0, unacked: 0 });
+  });
+
+  it("still finishes and closes when the broker refuses the cancel", async () => {
+    const { consumer, lines, store } = build();
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => store.effects.length === 1, "an apply");
+    broker.failNext.cancel = "404 NOT_FOUND - no consumer";
+    await consumer.stop();
+    expect(logged(lines, "cancel failed while stopping")[0]!.fields.error).toContain("404");
+    expect(broker.openConnections).toEqual([]);
+  });
+
+  it("does not reconnect when the connection is lost while it stops", async () => {
+    const held = heldHandler("e-1");
+    const { consumer, lines } = build({ handler: held.handler });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => held.entered, "the held transaction");
+    const stopped = consumer.stop();
+    broker.dropConnection(broker.connections[0]!);
+    held.release();
+    await stopped;
+    await settleTurns(30);
+    expect(broker.connections).toHaveLength(1);
+    expect(logged(lines, "AMQP session lost; reconnecting")).toEqual([]);
+  });
+
+  it("ends a reconnect loop: no connection is opened after stop", async () => {
+    const { consumer, lines } = build({ reconnectBaseDelayMs: 20, reconnectMaxDelayMs: 20 });
+    await consumer.start();
+    broker.down.add(NODE_A);
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => logged(lines, "reconnect failed").length >= 1, "a failed attempt");
+    broker.down.delete(NODE_A);
+    await consumer.stop();
+    await settleTurns(60);
+    expect(broker.connections).toHaveLength(1);
+    expect(logged(lines, "AMQP session restored")).toEqual([]);
+  });
+});
+
+describe("stop during a reconnect", () => {
+  it("closes a session that finished opening after stop began, without consuming on it", async () => {
+    const { consumer, lines } = build();
+    await consumer.start();
+    broker.connectDelayMs = 40;
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => broker.connections.length === 2, "the reconnect's connect");
+    await consumer.stop();
+    await until(() => broker.openConnections.length === 0, "the late session closed");
+    expect(broker.framesOf("consume")).toHaveLength(1);
+    expect(logged(lines, "AMQP session restored")).toEqual([]);
+    expect(logged(lines, "reconnect failed")).toEqual([]);
+  });
+});
+
+describe("repeated losses", () => {
+  it("recovers from each loss in turn", async () => {
+    const { consumer, lines, store } = build();
+    await consumer.start();
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => logged(lines, "AMQP session restored").length === 1, "the first recovery");
+    broker.dropConnection(broker.connections[1]!);
+    await until(() => logged(lines, "AMQP session restored").length === 2, "the second recovery");
+    expect(logged(lines, "AMQP session lost; reconnecting").map((l) => l.fields.session)).toEqual([1, 2]);
+    broker.publishJson("work", event("e-1"));
+    await until(() => store.effects.length === 1, "an apply on the third session");
+    expect(broker.openConnections.map((c) => c.number)).toEqual([3]);
+  });
+});
+
+describe("giving deliveries back while the database is down", () => {
+  it("waits longer before each nack (doubling from requeueDelayMs) and starts again from it after a success", async () => {
+    const store = new MemoryStore();
+    let down = true;
+    store.script = () => {
+      if (down) throw new TransientStoreError("connection refused", { kind: "connection" });
+      return "commit";
+    };
+    const { consumer } = build({ store, requeueDelayMs: 40, retry: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, maxTotalMs: 10 } });
+    await consumer.start();
+    const nackTimes: number[] = [];
+    const started = Date.now();
+    broker.publishJson("work", event("e-1"));
+    await until(() => {
+      const count = broker.framesOf("nack").length;
+      while (nackTimes.length < count) nackTimes.push(Date.now() - started);
+      return count >= 3;
+    }, "three nacks", 5000);
+    // At least 40, then 80, then 160 ms before each nack (a sleep is never shorter).
+    expect(nackTimes[0]!).toBeGreaterThanOrEqual(38);
+    expect(nackTimes[1]! - nackTimes[0]!).toBeGreaterThanOrEqual(78);
+    expect(nackTimes[2]! - nackTimes[1]!).toBeGreaterThanOrEqual(158);
+    down = false;
+    await until(() => consumer.outcomeCounts.applied === 1, "the apply", 5000);
+    down = true;
+    const before = broker.framesOf("nack").length;
+    const again = Date.now();
+    broker.publishJson("work", event("e-2"));
+    await until(() => broker.framesOf("nack").length > before, "a nack after the success", 5000);
+    // Back to 40 ms, far below the 320 ms the next doubling would have been.
+    expect(Date.now() - again).toBeLessThan(300);
   });
 });
 
@@ -340,6 +485,26 @@ describe("the failure-window hook", () => {
     broker.publishJson("work", event("e-1"));
     await until(() => seenAcks.length === 1, "the after-ack hook");
     expect(seenAcks).toEqual([1]);
+  });
+
+  it("is told the keys acked, and is not called for a batch given back", async () => {
+    const calls: Array<[string, unknown]> = [];
+    const store = new MemoryStore();
+    let down = false;
+    store.script = () => {
+      if (down) throw new TransientStoreError("connection refused", { kind: "connection" });
+      return "commit";
+    };
+    const { consumer } = build({ store, hook: (point, keys) => { calls.push([point, keys]); return Promise.resolve(); } });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => calls.some(([p]) => p === "after-ack"), "the after-ack hook");
+    expect(calls.filter(([p]) => p === "after-ack")).toEqual([["after-ack", [{ tenant: "t1", eventId: "e-1" }]]]);
+    down = true;
+    broker.publishJson("work", event("e-2"));
+    await until(() => broker.framesOf("nack").length >= 1, "the nack");
+    await settleTurns();
+    expect(calls.filter(([p]) => p === "after-ack")).toHaveLength(1);
   });
 });
 
