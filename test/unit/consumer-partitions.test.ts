@@ -5,10 +5,11 @@
  * started were committed and acked, and what it had not started goes back unacked, never applied
  * by the replica that gave it up. The real cluster tests cover node failures end to end.
  */
+import { hostname } from "node:os";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { InboxConfigError } from "../../src/core/errors.js";
 import { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, until } from "../support/fake-consumer.js";
+import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until } from "../support/fake-consumer.js";
 import { MemoryStore } from "../support/memory-store.js";
 
 const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
@@ -101,9 +102,15 @@ describe("replicas", () => {
     const store = new MemoryStore();
     const a = replica("a", store);
     const b = replica("b", store);
+    expect(a.consumer.heldPartitions).toEqual([]);
     await a.consumer.start();
     await b.consumer.start();
     await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
+    // A rebalance that changes nothing logs nothing.
+    for (const line of [...logged(a.lines, "partitions rebalanced"), ...logged(b.lines, "partitions rebalanced")]) {
+      expect((line.fields.released as number[]).length + (line.fields.acquired as number[]).length).toBeGreaterThan(0);
+    }
+    expect(logged(b.lines, "partitions rebalanced")).toHaveLength(1);
     expect(a.consumer.heldPartitions).toEqual([0, 2]);
     expect(b.consumer.heldPartitions).toEqual([1, 3]);
     publishStream(12, 20);
@@ -137,18 +144,22 @@ describe("replicas", () => {
     await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
     publishStream(12, 10);
     await until(() => aEntered, "a's first transaction");
+    await settleTurns();
     const aConnection = broker.connections[0]!.number;
     const stopping = a.consumer.stop();
     await until(() => broker.framesOf("publish").some((f) => f.exchange === "work.members" && f.content.toString().includes("\"leave\"")), "a's leave");
+    // Events that reach a's partitions while it hands them over are not a's to apply.
+    publishStream(12, 5, 10);
+    await settleTurns();
     releaseA();
     await stopping;
     await until(() => b.consumer.heldPartitions.length === 4, "b holds every partition");
-    await until(() => store.effects.length === 120, "every event applied");
-    expectAppliedInOrder(store, 12, 10);
-    // a acked only on its own connection, and only what it applied; nothing was refused.
+    await until(() => store.effects.length === 180, "every event applied");
+    expectAppliedInOrder(store, 12, 15);
+    // a applied the one batch it had started when it began to stop, and nothing after it.
+    expect(a.consumer.outcomeCounts).toMatchObject({ applied: 5, duplicate: 0, requeue: 0 });
     const aAcks = ackFrames(broker).filter((f) => f.connection === aConnection);
     expect(aAcks.length).toBeGreaterThan(0);
-    expect(a.consumer.outcomeCounts.applied).toBeLessThan(120);
     // Each of a's partition channels closed after its acks: no ack of a follows its channel's close.
     for (const ack of aAcks) {
       const closeAt = broker.frames.findIndex((f) => f.op === "channel-close" && f.connection === aConnection && f.channel === ack.channel);
@@ -169,6 +180,8 @@ describe("replicas", () => {
     broker.down.add(NODE_A);
     broker.dropConnection(broker.connections.find((c) => c.url === NODE_A)!);
     await until(() => b.consumer.heldPartitions.length === 4, "b holds every partition");
+    // Sorted, though b subscribed to 1 and 3 first and to 0 and 2 later.
+    expect(b.consumer.heldPartitions).toEqual([0, 1, 2, 3]);
     expect(logged(b.lines, "replicas stopped answering; their partitions move")[0]!.fields).toMatchObject({ gone: ["a"] });
     publishStream(8, 5);
     await until(() => store.effects.length === 40, "every event applied");
@@ -190,5 +203,60 @@ describe("replicas", () => {
     expectAppliedInOrder(store, 12, 20);
     expect(logged(a.lines, "partitions rebalanced").at(-1)!.fields).toMatchObject({ released: [1, 3], acquired: [], held: [0, 2], members: 2 });
     expect(brokerClosedChannels(broker)).toEqual([]);
+  });
+
+  it("name themselves host:pid:random unless given an id", async () => {
+    const { consumer, lines } = fakeConsumer(broker, { store: new MemoryStore(), partitions: { count: 2, ...timing } });
+    stops.push(() => consumer.stop());
+    await consumer.start();
+    expect(logged(lines, "consuming")[0]!.fields.member).toMatch(new RegExp(`^${hostname()}:${process.pid}:[0-9a-f]{8}$`));
+  });
+
+  it("hand a partition over only after every batch holding its deliveries was acked, with several transactions at once", async () => {
+    const store = new MemoryStore();
+    Object.defineProperty(store, "maxConcurrentTransactions", { value: 2 });
+    const releases = new Map<string, () => void>();
+    const a = replica("a", store, {
+      batchSize: 1, concurrency: 2,
+      partitions: { count: 1, memberId: "a", ...timing },
+      handler: {
+        name: "fake-consumer",
+        async handle(e, ctx) {
+          await new Promise<void>((resolve) => releases.set(e.event_id, resolve));
+          ctx.tx.effects.push(e.event_id);
+        },
+      },
+    });
+    await a.consumer.start();
+    broker.publish("work", "k", JSON.stringify({ tenant: "t1", event_id: "e-1" }), { contentType: "application/json" });
+    broker.publish("work", "k", JSON.stringify({ tenant: "t1", event_id: "e-2" }), { contentType: "application/json" });
+    await until(() => releases.size === 2, "two transactions in flight");
+    const stopping = a.consumer.stop();
+    await settleTurns();
+    releases.get("e-1")!();
+    await settleTurns();
+    // e-2's batch still runs: the partition's channel must still be open.
+    expect(broker.framesOf("channel-close").filter((f) => f.channel === broker.framesOf("consume").find((c) => c.queue === "work.p0")!.channel)).toEqual([]);
+    releases.get("e-2")!();
+    await stopping;
+    expect(store.effects).toEqual(["e-1", "e-2"]);
+    expect(broker.depth("work.p0")).toEqual({ ready: 0, unacked: 0 });
+  });
+
+  it("reconnect when taking a partition fails, and then take it", async () => {
+    const store = new MemoryStore();
+    const a = replica("a", store);
+    const b = replica("b", store);
+    await a.consumer.start();
+    await b.consumer.start();
+    await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
+    broker.failNext.consume = "403 ACCESS_REFUSED - access to queue refused";
+    await b.consumer.stop();
+    await until(() => logged(a.lines, "partition hand-over failed; reconnecting").length === 1, "the failed hand-over");
+    await until(() => a.consumer.heldPartitions.length === 4, "a holds every partition");
+    expect(logged(a.lines, "AMQP session restored")).toHaveLength(1);
+    publishStream(8, 3);
+    await until(() => store.effects.length === 24, "every event applied");
+    expectAppliedInOrder(store, 8, 3);
   });
 });
