@@ -11,7 +11,7 @@ export default {
     "src/store/postgres/postgres-claim-guards.ts",
     "src/store/postgres/postgres-inbox-sql.ts:32-84",
     "src/store/mysql/mysql-claim-guards.ts",
-    "src/store/mysql/mysql-store.ts:310-338",
+    "src/store/mysql/mysql-store.ts:310-370",
   ],
   incrementalFile: "reports/stryker-stores-incremental.json",
   htmlReporter: { fileName: "reports/mutation-stores/mutation.html" },
