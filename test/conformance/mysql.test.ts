@@ -121,12 +121,17 @@ describe("mysql claim limits", () => {
 
       expect(await claim(handler, id, id, fingerprint)).toEqual([{ status: "claimed" }]);
       expect(await claim(handler, id, id, fingerprint)).toEqual([{ status: "exists", fingerprint }]);
-      expect(await refusal(claim(`${handler}x`, "t1", "e-1"))).toBeInstanceOf(InboxConfigError);
-      expect(await refusal(claim("h", `${id}x`, "e-1"))).toBeInstanceOf(InvalidEventError);
-      expect(await refusal(claim("h", "t1", `${id}x`))).toBeInstanceOf(InvalidEventError);
-      expect(await refusal(claim("h", "t1", "e-1", `${fingerprint}x`))).toBeInstanceOf(InboxConfigError);
+      // The message names the limit: it is what the operator reads in the log or the quarantine.
+      const idTooLong = `tenant or event id longer than ${MYSQL_MAX_ID_BYTES} UTF-8 bytes, the MySQL store's limit`;
+      expect(await refusal(claim(`${handler}x`, "t1", "e-1"))).toEqual(
+        expect.objectContaining({ constructor: InboxConfigError, message: `handler name is ${MYSQL_MAX_HANDLER_BYTES + 1} UTF-8 bytes; the MySQL store allows ${MYSQL_MAX_HANDLER_BYTES}` }));
+      expect(await refusal(claim("h", `${id}x`, "e-1"))).toEqual(expect.objectContaining({ constructor: InvalidEventError, message: idTooLong }));
+      expect(await refusal(claim("h", "t1", `${id}x`))).toEqual(expect.objectContaining({ constructor: InvalidEventError, message: idTooLong }));
+      expect(await refusal(claim("h", "t1", "e-1", `${fingerprint}x`))).toEqual(
+        expect.objectContaining({ constructor: InboxConfigError, message: `payload fingerprint longer than ${MYSQL_MAX_FINGERPRINT_BYTES} UTF-8 bytes` }));
       const twice: InboxClaim[] = [{ key: { tenant: "t1", eventId: "e-1" }, fingerprint: "f" }, { key: { tenant: "t1", eventId: "e-1" }, fingerprint: "f" }];
-      expect(await refusal(store.transaction((tx) => tx.claim("h", twice)))).toBeInstanceOf(InboxConfigError);
+      expect(await refusal(store.transaction((tx) => tx.claim("h", twice)))).toEqual(
+        expect.objectContaining({ constructor: InboxConfigError, message: "claim keys must be distinct within one call" }));
       // Nothing refused was claimed, and the refusals left the store usable.
       expect(await store.countInbox("h")).toBe(0);
       expect(await store.countInbox(`${handler}x`)).toBe(0);
