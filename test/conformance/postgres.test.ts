@@ -131,6 +131,7 @@ describe("postgres claim racing a purge", () => {
       beforeRead = () => pool.query("DELETE FROM rabbit_inbox_dedup WHERE handler = 'h' AND event_id = 'e-2'");
       const raced = await claim([["e-2", "other"]]).then(() => null, (error: unknown) => error);
       expect(raced).toBeInstanceOf(TransientStoreError);
+      expect((raced as Error).message).toContain("inbox row vanished during claim");
       expect(beforeRead).toBeUndefined();
       expect(await store.countInbox("h", { tenant: "t1", eventId: "e-2" })).toBe(0);
       // Run again, it finds the key free.
