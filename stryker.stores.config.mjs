@@ -1,6 +1,7 @@
 // Mutation testing of PostgreSQL's and MariaDB's claim, stale fence and replay grants, against
-// their conformance files: `npm run mutate:stores`. Separate from `npm run mutate` because it
-// takes far longer (docs/testing.md).
+// their conformance files: `npm run mutate:stores`. Separate from `npm run mutate` because these
+// mutants need the PostgreSQL and MariaDB conformance files, which would multiply the time of
+// every pipeline mutant if they ran in the main run (docs/testing.md).
 import base from "./stryker.config.mjs";
 
 /** @type {import("@stryker-mutator/api/core").PartialStrykerOptions} */
@@ -9,9 +10,11 @@ export default {
   vitest: { configFile: "vitest.stryker-stores.config.ts" },
   mutate: [
     "src/store/postgres/postgres-claim-guards.ts",
+    // claim and insertBatch.
     "src/store/postgres/postgres-inbox-sql.ts:32-84",
     "src/store/mysql/mysql-claim-guards.ts",
-    "src/store/mysql/mysql-store.ts:310-338",
+    // claim and claimChunk: the length checks, and which keys the INSERT claimed.
+    "src/store/mysql/mysql-store.ts:310-370",
   ],
   incrementalFile: "reports/stryker-stores-incremental.json",
   htmlReporter: { fileName: "reports/mutation-stores/mutation.html" },

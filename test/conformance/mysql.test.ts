@@ -1,6 +1,10 @@
 import mysql from "mysql2/promise";
 import { describe, expect, it } from "vitest";
-import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
+import { InboxConfigError, InvalidEventError } from "../../src/core/errors.js";
+import type { InboxClaim } from "../../src/core/store.js";
+import {
+  MYSQL_MAX_FINGERPRINT_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_ID_BYTES, type MysqlConnection, MysqlStore,
+} from "../../src/store/mysql/index.js";
 import { createMysqlDatabase, mysqlUrl } from "../support/databases.js";
 import { describeStoreConformance } from "./store-conformance.js";
 
@@ -93,6 +97,50 @@ describe("mysql test harness", () => {
       expect(rows as Rows).toHaveLength(0);
     } finally {
       await check.end();
+    }
+  });
+});
+
+describe("mysql claim limits", () => {
+  // The columns are sized in bytes, and MySQL without strict sql_mode cuts a longer value
+  // silently: two events would then share a key. The claim refuses what would not fit.
+  it("claims a handler name, ids and a fingerprint at the columns' sizes in UTF-8 bytes, refuses one byte more, and refuses a key twice in one call", async () => {
+    const db = await createMysqlDatabase();
+    const store = await MysqlStore.connect(db.url);
+    try {
+      await store.migrate();
+      const claim = (handler: string, tenant: string, eventId: string, fingerprint = "f") =>
+        store.transaction((tx) => tx.claim(handler, [{ key: { tenant, eventId }, fingerprint }]));
+      const refusal = (attempt: Promise<unknown>) => attempt.then(() => null, (error: unknown) => error);
+      // Multi-byte characters: the limits count bytes, not characters.
+      const handler = "é".repeat((MYSQL_MAX_HANDLER_BYTES - 1) / 2) + "h";
+      const id = "😀".repeat(MYSQL_MAX_ID_BYTES / 4);
+      const fingerprint = "f".repeat(MYSQL_MAX_FINGERPRINT_BYTES);
+      expect(Buffer.byteLength(handler)).toBe(MYSQL_MAX_HANDLER_BYTES);
+      expect(Buffer.byteLength(id)).toBe(MYSQL_MAX_ID_BYTES);
+
+      expect(await claim(handler, id, id, fingerprint)).toEqual([{ status: "claimed" }]);
+      expect(await claim(handler, id, id, fingerprint)).toEqual([{ status: "exists", fingerprint }]);
+      // The message names the limit: it is what the operator reads in the log or the quarantine.
+      const idTooLong = `tenant or event id longer than ${MYSQL_MAX_ID_BYTES} UTF-8 bytes, the MySQL store's limit`;
+      expect(await refusal(claim(`${handler}x`, "t1", "e-1"))).toEqual(
+        expect.objectContaining({ constructor: InboxConfigError, message: `handler name is ${MYSQL_MAX_HANDLER_BYTES + 1} UTF-8 bytes; the MySQL store allows ${MYSQL_MAX_HANDLER_BYTES}` }));
+      expect(await refusal(claim("h", `${id}x`, "e-1"))).toEqual(expect.objectContaining({ constructor: InvalidEventError, message: idTooLong }));
+      expect(await refusal(claim("h", "t1", `${id}x`))).toEqual(expect.objectContaining({ constructor: InvalidEventError, message: idTooLong }));
+      expect(await refusal(claim("h", "t1", "e-1", `${fingerprint}x`))).toEqual(
+        expect.objectContaining({ constructor: InboxConfigError, message: `payload fingerprint longer than ${MYSQL_MAX_FINGERPRINT_BYTES} UTF-8 bytes` }));
+      const twice: InboxClaim[] = [{ key: { tenant: "t1", eventId: "e-1" }, fingerprint: "f" }, { key: { tenant: "t1", eventId: "e-1" }, fingerprint: "f" }];
+      expect(await refusal(store.transaction((tx) => tx.claim("h", twice)))).toEqual(
+        expect.objectContaining({ constructor: InboxConfigError, message: "claim keys must be distinct within one call" }));
+      // Nothing refused was claimed, and the refusals left the store usable.
+      expect(await store.countInbox("h")).toBe(0);
+      expect(await store.countInbox(`${handler}x`)).toBe(0);
+      expect(await claim("h", "t1", "e-1")).toEqual([{ status: "claimed" }]);
+      expect(await store.countInbox("h")).toBe(1);
+      expect(await store.countInbox(handler, { tenant: id, eventId: id })).toBe(1);
+    } finally {
+      await store.close();
+      await db.drop();
     }
   });
 });

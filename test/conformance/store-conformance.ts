@@ -753,15 +753,26 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
         });
       });
 
+      /** The operator's side of the store: purges, horizons, quarantine decisions. */
+      async function operations(): Promise<InboxOperations> {
+        const ops = fx.operations ? await fx.operations() : hasOperations(store) ? store.operations() : undefined;
+        if (!ops) throw new Error(`the ${name} fixture has no operations(): nothing can purge or grant a replay to test`);
+        return ops;
+      }
+
+      /** Purges every dedup record first seen before now, whatever the quarantine holds. */
+      async function purgeAll(ops: InboxOperations): Promise<number> {
+        await sleep(5); // a zero replay window purges what was first seen strictly before now
+        return (await purgeExpiredDedupRecords(ops, { replayWindowMs: 0, force: true })).purged;
+      }
+
       describe("the stale fence's boundary", () => {
         it("an event stamped exactly at the purge horizon is stale, as is one a millisecond earlier; a millisecond later is new", async () => {
-          const ops = fx.operations ? await fx.operations() : hasOperations(store) ? store.operations() : undefined;
-          if (!ops) throw new Error(`the ${name} fixture has no operations(): nothing can purge, so no purge horizon to test`);
+          const ops = await operations();
           // Event times in epoch milliseconds from a body field: exact to the millisecond.
           const p = pipeline(counterHandler(business), { staleFence: { eventTimeField: "at" } });
           expect(kinds(await p.process([message("t1", "seed", "seed", 1)]))).toEqual(["applied"]);
-          await sleep(5); // a zero replay window purges what was first seen strictly before now
-          expect((await purgeExpiredDedupRecords(ops, { replayWindowMs: 0, force: true })).purged).toBe(1);
+          expect(await purgeAll(ops)).toBe(1);
           // The horizon the fence compares with, as the claim reports it: the database's own
           // value cut to the millisecond (microseconds on PostgreSQL and MariaDB).
           const probe = await store.transaction((tx) => tx.claim("conformance", [{ key: { tenant: "t1", eventId: "probe" }, fingerprint: "f", eventTime: new Date(0) }]));
@@ -783,6 +794,114 @@ export function describeStoreConformance<Tx>(name: string, open: () => Promise<S
           expect(await store.countInbox("conformance", { tenant: "t1", eventId: "at" })).toBe(0);
           expect(await store.countInbox("conformance")).toBe(1);
           expect((await quarantine()).map((q) => [q.eventId, q.reason]).sort()).toEqual([["at", "stale"], ["before", "stale"]]);
+        });
+      });
+
+      describe("what the stale fence holds back", () => {
+        const claimed = { status: "claimed" };
+        const stale = { status: "stale", horizon: expect.any(Date) as unknown };
+        const timed = (eventId: string, fingerprint: string, eventTime?: Date): InboxClaim => ({ key: { tenant: "t1", eventId }, fingerprint, eventTime });
+        const claimAll = (handler: string, claims: InboxClaim[]) => store.transaction((tx) => tx.claim(handler, claims));
+
+        it("nothing is stale for a handler that was never purged, not even an event stamped at the epoch; each handler has its own horizon", async () => {
+          const ops = await operations();
+          // No purge yet: the fence has no horizon to compare with, however old the event.
+          expect(await claimAll("purged", [timed("epoch", "f", new Date(0)), timed("old", "f", new Date(Date.UTC(2001, 0, 1)))])).toEqual([claimed, claimed]);
+          expect(await purgeAll(ops)).toBe(2);
+          expect((await ops.purgeHorizons()).map((h) => h.handler)).toEqual(["purged"]);
+          // Another handler's purge is no horizon for this one.
+          expect(await claimAll("never-purged", [timed("epoch", "f", new Date(0))])).toEqual([claimed]);
+          expect(await claimAll("purged", [timed("epoch", "f", new Date(0))])).toEqual([stale]);
+          expect(await store.countInbox("never-purged")).toBe(1);
+          expect(await store.countInbox("purged")).toBe(0);
+        });
+
+        it("after a purge it holds back only keys the claim inserts that carry an event time; a key the inbox holds stays a duplicate or a conflict, and keeps its record", async () => {
+          const ops = await operations();
+          await claimAll("h", [timed("seed", "f")]);
+          expect(await purgeAll(ops)).toBe(1);
+          const [horizon] = await ops.purgeHorizons();
+          const before = new Date(horizon!.purgedThrough.getTime() - 1000);
+          const after = new Date(horizon!.purgedThrough.getTime() + 1000);
+          // Claimed after the purge, without an event time: new keys.
+          expect(await claimAll("h", [timed("kept", "f-kept"), timed("kept-2", "f-kept-2")])).toEqual([claimed, claimed]);
+          // Every key new: the untimed one beside a stale one does not switch the fence off.
+          expect(await claimAll("h", [timed("new-untimed", "f"), timed("new-stale", "f", before), timed("new-fresh", "f", after)])).toEqual([claimed, stale, claimed]);
+          // Keys the inbox holds are compared, never fenced, whatever their time: a stale verdict
+          // would delete the record the fence takes back from a key it inserted.
+          expect(await claimAll("h", [timed("kept", "f-kept", before), timed("kept-2", "other", before), timed("new-2", "f", after), timed("new-untimed-2", "f")]))
+            .toEqual([{ status: "exists", fingerprint: "f-kept" }, { status: "exists", fingerprint: "f-kept-2" }, claimed, claimed]);
+          for (const eventId of ["kept", "kept-2", "new-untimed", "new-fresh", "new-2", "new-untimed-2"]) {
+            expect(await store.countInbox("h", { tenant: "t1", eventId }), eventId).toBe(1);
+          }
+          expect(await store.countInbox("h", { tenant: "t1", eventId: "new-stale" })).toBe(0);
+          expect(await store.countInbox("h")).toBe(6);
+        });
+      });
+
+      describe("the operator's one-time replay grants", () => {
+        const grants = (where: string) => count(`SELECT count(*) AS n FROM rabbit_inbox_replay_grant WHERE ${where}`);
+
+        it("accept-stale lets exactly the quarantined version past the fence, once; a stale event without a grant in the same batch stays out", async () => {
+          const ops = await operations();
+          const p = pipeline(counterHandler(business), { staleFence: { eventTimeField: "at" } });
+          expect(kinds(await p.process([message("t1", "seed", "seed", 1)]))).toEqual(["applied"]);
+          expect(await purgeAll(ops)).toBe(1);
+          const [horizon] = await ops.purgeHorizons();
+          const at = horizon!.purgedThrough.getTime() - 1000;
+          const granted = () => message("t1", "s-1", "s", 1, { at });
+          expect(kinds(await p.process([granted()]))).toEqual(["quarantined:stale"]);
+          const [entry] = await ops.listQuarantineEntries({ reason: "stale" });
+          await ops.beginResolution(entry!.id, { action: "replay", actor: "conformance", reason: "checked: never applied", acceptStale: true });
+          expect(await grants("used_at IS NULL")).toBe(1);
+
+          // Another version of the event is not the one the operator checked.
+          expect(kinds(await p.process([message("t1", "s-1", "s", 99, { at })]))).toEqual(["quarantined:stale"]);
+          expect(await grants("used_at IS NULL")).toBe(1);
+          expect(kinds(await p.process([granted(), message("t1", "s-2", "s", 10, { at })]))).toEqual(["applied", "quarantined:stale"]);
+          expect(await readCounter("s")).toBe(1);
+          expect(await store.countInbox("conformance", { tenant: "t1", eventId: "s-1" })).toBe(1);
+          expect(await store.countInbox("conformance", { tenant: "t1", eventId: "s-2" })).toBe(0);
+          expect(await grants("used_at IS NOT NULL")).toBe(1);
+          expect(await grants("used_at IS NULL")).toBe(0);
+
+          // Purged once more, the same version is stale again: the grant was spent.
+          expect(await purgeAll(ops)).toBe(1);
+          expect(kinds(await p.process([granted()]))).toEqual(["quarantined:stale"]);
+          expect(await readCounter("s")).toBe(1);
+        });
+
+        it("accept-new lets exactly the quarantined version replace the stored one, once, beside a duplicate and an ungranted conflict in the same batch", async () => {
+          const ops = await operations();
+          const idempotencyKeys: string[] = [];
+          const p = pipeline(counterHandler(business, { afterWrite: (_e, ctx) => void idempotencyKeys.push(ctx.idempotencyKey()) }));
+          const first = body("t1", "c-1", "acct", 100);
+          const corrected = body("t1", "c-1", "acct", 150);
+          expect(kinds(await p.process([incomingMessage(first), message("t1", "c-0", "acct", 1), message("t1", "c-2", "acct", 1)]))).toEqual(["applied", "applied", "applied"]);
+          expect(kinds(await p.process([incomingMessage(corrected)]))).toEqual(["quarantined:conflict"]);
+          const [conflict] = await ops.listQuarantineEntries({ reason: "conflict" });
+          expect(conflict).toMatchObject({ eventId: "c-1", fingerprint: fingerprintOf(corrected), storedFingerprint: fingerprintOf(first) });
+          await ops.beginResolution(conflict!.id, { action: "replay", actor: "conformance", reason: "the producer corrected the amount", acceptNew: true });
+
+          // A third version is not the one the operator accepted.
+          expect(kinds(await p.process([message("t1", "c-1", "acct", 7)]))).toEqual(["quarantined:conflict"]);
+          expect(await grants("used_at IS NULL")).toBe(1);
+          idempotencyKeys.length = 0;
+          const outcomes = await p.process([message("t1", "c-0", "acct", 1), incomingMessage(corrected), message("t1", "c-2", "acct", 5)]);
+          expect(kinds(outcomes)).toEqual(["duplicate", "applied", "quarantined:conflict"]);
+          expect(await readCounter("acct")).toBe(100 + 1 + 1 + 150);
+          expect((await ops.storedVersion("conformance", { tenant: "t1", eventId: "c-1" }))?.fingerprint).toBe(fingerprintOf(corrected));
+          // The accepted version is a version of its own: its idempotency key is not the replaced one's.
+          expect(idempotencyKeys).toEqual([expect.any(String)]);
+          expect(idempotencyKeys[0]).not.toBe(sha256Hex(JSON.stringify(["t1", "conformance", "c-1", ""])));
+          expect(await grants("used_at IS NOT NULL")).toBe(1);
+          expect(await grants("used_at IS NULL")).toBe(0);
+
+          // Applied once: the accepted version is now the duplicate, the first one the conflict.
+          expect(kinds(await p.process([incomingMessage(corrected)]))).toEqual(["duplicate"]);
+          expect(kinds(await p.process([incomingMessage(first)]))).toEqual(["quarantined:conflict"]);
+          expect(await readCounter("acct")).toBe(252);
+          expect(await store.countInbox("conformance")).toBe(3);
         });
       });
 
