@@ -255,8 +255,38 @@ describe("replicas", () => {
     await until(() => logged(a.lines, "partition hand-over failed; reconnecting").length === 1, "the failed hand-over");
     await until(() => a.consumer.heldPartitions.length === 4, "a holds every partition");
     expect(logged(a.lines, "AMQP session restored")).toHaveLength(1);
+    expect(logged(a.lines, "partition hand-over failed; reconnecting")[0]!.fields.error).toContain("403");
     publishStream(8, 3);
     await until(() => store.effects.length === 24, "every event applied");
     expectAppliedInOrder(store, 8, 3);
+  });
+
+  it("keep applying the partitions they keep while they give others away", async () => {
+    const store = new MemoryStore();
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let entered = false;
+    const a = replica("a", store, {
+      batchSize: 5,
+      handler: {
+        name: "fake-consumer",
+        async handle(e, ctx) {
+          if (!entered) { entered = true; await held; }
+          ctx.tx.effects.push(e.event_id);
+        },
+      },
+    });
+    await a.consumer.start();
+    publishStream(12, 10);
+    await until(() => entered, "a's first transaction");
+    const b = replica("b", store);
+    await b.consumer.start();
+    // a gives partitions 1 and 3 away only when its batch is done; start it moving.
+    release();
+    await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
+    await until(() => store.effects.length === 120, "every event applied");
+    expectAppliedInOrder(store, 12, 10);
+    // Partitions 0 and 2 stayed with a: what a had received of them was applied by a.
+    expect(a.consumer.outcomeCounts.applied).toBeGreaterThan(5);
   });
 });

@@ -312,7 +312,7 @@ describe("stop", () => {
     const idle = build();
     await idle.consumer.stop();
     expect(idle.lines).toEqual([]);
-    await expect(idle.consumer.start()).rejects.toThrow(InboxConfigError);
+    await expect(idle.consumer.start()).rejects.toThrow(/start\(\) called on a consumer that is stopped/);
   });
 
   it("returns the same wait to a stop called while stopping", async () => {
@@ -420,6 +420,23 @@ describe("stop during a reconnect", () => {
     expect(broker.framesOf("consume")).toHaveLength(1);
     expect(logged(lines, "AMQP session restored")).toEqual([]);
     expect(logged(lines, "reconnect failed")).toEqual([]);
+  });
+});
+
+describe("a callback that throws while a batch settles", () => {
+  it("closes the delivering channel so the broker redelivers, and the redelivery is a duplicate", async () => {
+    let throws = 1;
+    const { consumer, lines, store } = build({
+      onOutcome: () => { if (throws-- > 0) throw new Error("metrics exporter crashed"); },
+    });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => consumer.outcomeCounts.duplicate === 1, "the redelivery's duplicate");
+    expect(store.effects).toEqual(["e-1"]);
+    expect(logged(lines, "unexpected failure settling a batch; closing its channels so the broker redelivers")[0]!.fields.error).toContain("metrics exporter crashed");
+    const consume = broker.framesOf("consume")[0]!;
+    expect(broker.framesOf("channel-close").some((f) => f.connection === consume.connection && f.channel === consume.channel && f.by === "client")).toBe(true);
+    expect(brokerClosedChannels(broker)).toEqual([]);
   });
 });
 
