@@ -245,7 +245,8 @@ describe("delayed retries", () => {
     expect(broker.queue("work.retry.1").arguments).toEqual({ "x-message-ttl": 5, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work" });
     expect(broker.queue("work.retry.2").arguments).toMatchObject({ "x-message-ttl": 10 });
     broker.publishJson("work", event("e-1"), { timestamp: 1_700_000_000, messageId: "m-1" });
-    await until(() => consumer.outcomeCounts.quarantined === 1, "the quarantine");
+    // Outcomes are counted as soon as their acks are queued; the acks go out a turn later.
+    await until(() => consumer.outcomeCounts.quarantined === 1 && ackFrames(broker).length === 3, "the quarantine and its ack");
 
     const publishes = broker.framesOf("publish").map((f) => f.routingKey);
     expect(publishes).toEqual(["work.retry.1", "work.retry.2", "work.quarantine"]);
