@@ -790,7 +790,12 @@ export class InboxConsumer<E, Tx> {
 
 function safeJson(value: unknown): string {
   try {
-    return JSON.stringify(value, (_k, v: unknown) => (Buffer.isBuffer(v) ? `<${v.length} bytes>` : typeof v === "bigint" ? v.toString() : v));
+    // The replacer is handed a Buffer already turned into `{ type, data: [...] }` by its toJSON
+    // (a number per byte): the holder's own value tells bytes apart, and only their count is kept.
+    return JSON.stringify(value, function (this: Record<string, unknown>, key: string, v: unknown) {
+      const own = this[key];
+      return Buffer.isBuffer(own) ? `<${own.length} bytes>` : typeof v === "bigint" ? v.toString() : v;
+    });
   } catch {
     return "{}";
   }
