@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage } from "amqplib";
+import type { Channel, ChannelModel, ConfirmChannel, ConsumeMessage, Options } from "amqplib";
 import { InboxConfigError, describeError } from "../core/errors.js";
 import type { EventKey } from "../core/event.js";
 import type { InboxHandler } from "../core/handler.js";
@@ -618,13 +618,7 @@ export class InboxConsumer<E, Tx> {
     const key: EventKey | null = outcome.key;
     try {
       await session.publisher.publish("", this.quarantineQueue, message.content, {
-        persistent: true,
-        ...(message.properties.contentType ? { contentType: message.properties.contentType as string } : {}),
-        ...(message.properties.messageId ? { messageId: message.properties.messageId as string } : {}),
-        // The copy keeps what an operator needs to read and replay the original.
-        ...(message.properties.contentEncoding ? { contentEncoding: message.properties.contentEncoding as string } : {}),
-        ...(message.properties.type ? { type: message.properties.type as string } : {}),
-        ...(message.properties.timestamp !== undefined ? { timestamp: message.properties.timestamp as number } : {}),
+        ...copiedProperties(message),
         headers: {
           ...message.properties.headers,
           "x-rabbit-inbox-reason": outcome.reason,
@@ -679,10 +673,7 @@ export class InboxConsumer<E, Tx> {
     const target = retryQueueName(consumer.queue, attempt);
     try {
       await session.publisher.publish("", target, message.content, {
-        persistent: true,
-        ...(typeof message.properties.contentType === "string" ? { contentType: message.properties.contentType } : {}),
-        ...(typeof message.properties.messageId === "string" ? { messageId: message.properties.messageId } : {}),
-        ...(typeof message.properties.timestamp === "number" ? { timestamp: message.properties.timestamp } : {}),
+        ...copiedProperties(message),
         headers: { ...headers, [RETRY_ATTEMPT_HEADER]: attempt, "x-rabbit-inbox-last-error": outcome.detail.slice(0, 500) },
       });
       this.logger.warn("delayed retry scheduled", {
@@ -786,6 +777,23 @@ export class InboxConsumer<E, Tx> {
       }
     }
   }
+}
+
+/**
+ * What a quarantine or delayed-retry copy keeps of the original's properties: what an operator
+ * needs to read and replay it, what the pipeline reads when the copy comes back (content type and
+ * encoding, the timestamp of the stale fence), and persistence. Only properties the original has.
+ */
+function copiedProperties(message: ConsumeMessage): Options.Publish {
+  const p = message.properties as unknown as Record<string, unknown>;
+  return {
+    persistent: true,
+    ...(typeof p.contentType === "string" ? { contentType: p.contentType } : {}),
+    ...(typeof p.contentEncoding === "string" ? { contentEncoding: p.contentEncoding } : {}),
+    ...(typeof p.messageId === "string" ? { messageId: p.messageId } : {}),
+    ...(typeof p.type === "string" ? { type: p.type } : {}),
+    ...(typeof p.timestamp === "number" ? { timestamp: p.timestamp } : {}),
+  };
 }
 
 function safeJson(value: unknown): string {

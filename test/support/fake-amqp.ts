@@ -28,6 +28,8 @@ export interface FakeMessage {
   redelivered: boolean;
   /** Times this message went back to its queue (quorum queues report it as x-delivery-count). */
   returns: number;
+  /** Order of arrival in its queue: a requeued message goes back to its place. */
+  seq?: number;
 }
 
 export interface FakeQueue {
@@ -157,7 +159,10 @@ export class FakeBroker {
     return ex.bindings.filter((b) => b.key === routingKey).map((b) => b.queue);
   }
 
+  private nextSeq = 1;
+
   enqueue(queue: FakeQueue, message: FakeMessage): void {
+    message.seq = this.nextSeq++;
     queue.messages.push(message);
     const ttl = queue.arguments["x-message-ttl"];
     if (typeof ttl === "number") setTimeout(() => this.expire(queue, message), ttl).unref();
@@ -204,7 +209,7 @@ export class FakeBroker {
     }
   }
 
-  /** Puts deliveries back at the head of their queue, in their original order. */
+  /** Puts deliveries back in their queue, marked redelivered. */
   requeue(queue: FakeQueue, messages: FakeMessage[]): void {
     const quorum = queue.arguments["x-queue-type"] === "quorum";
     const back = messages.map((m) => {
@@ -212,7 +217,10 @@ export class FakeBroker {
       const headers = quorum ? { ...m.properties.headers, "x-delivery-count": returns } : m.properties.headers;
       return { ...m, properties: { ...m.properties, headers }, redelivered: true, returns };
     });
-    queue.messages.unshift(...back);
+    // Back to where each was in the queue, as RabbitMQ does where it can: a message nacked on
+    // its own comes before the later ones, not behind or in front of all of them.
+    queue.messages.push(...back);
+    queue.messages.sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
     this.dispatchSoon(queue);
   }
 

@@ -244,14 +244,17 @@ describe("delayed retries", () => {
     await consumer.start();
     expect(broker.queue("work.retry.1").arguments).toEqual({ "x-message-ttl": 5, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "work" });
     expect(broker.queue("work.retry.2").arguments).toMatchObject({ "x-message-ttl": 10 });
-    broker.publishJson("work", event("e-1"), { timestamp: 1_700_000_000, messageId: "m-1" });
+    broker.publishJson("work", event("e-1"), { timestamp: 1_700_000_000, messageId: "m-1", type: "adjusted", contentEncoding: "identity" });
     // Outcomes are counted as soon as their acks are queued; the acks go out a turn later.
     await until(() => consumer.outcomeCounts.quarantined === 1 && ackFrames(broker).length === 3, "the quarantine and its ack");
 
     const publishes = broker.framesOf("publish").map((f) => f.routingKey);
     expect(publishes).toEqual(["work.retry.1", "work.retry.2", "work.quarantine"]);
     const [first, second, last] = broker.framesOf("publish");
-    expect(first!.properties).toMatchObject({ persistent: true, messageId: "m-1", timestamp: 1_700_000_000, contentType: "application/json" });
+    // Each copy keeps the original's properties, so the quarantined one still says what it was.
+    for (const copy of [first!, second!, last!]) {
+      expect(copy.properties).toMatchObject({ persistent: true, messageId: "m-1", timestamp: 1_700_000_000, contentType: "application/json", type: "adjusted", contentEncoding: "identity" });
+    }
     expect((first!.properties.headers as Record<string, unknown>)["x-rabbit-inbox-retry"]).toBe(1);
     expect(String((first!.properties.headers as Record<string, unknown>)["x-rabbit-inbox-last-error"])).toContain("not opened yet");
     expect((second!.properties.headers as Record<string, unknown>)["x-rabbit-inbox-retry"]).toBe(2);
