@@ -560,3 +560,21 @@ export class FakeChannel extends EventEmitter {
     this.emit("close", error);
   }
 }
+
+/** The broker amqplib's `connect` reaches in a test file that mocks amqplib with `amqplibOverFakeBroker`. */
+export const currentFakeBroker: { broker: FakeBroker | undefined } = { broker: undefined };
+
+/**
+ * amqplib's module as the library sees it, connecting to `currentFakeBroker`:
+ * `vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());`
+ */
+export function amqplibOverFakeBroker(): { default: { connect: (url: string, options?: { clientProperties?: Record<string, unknown> }) => Promise<FakeConnection> } } {
+  return {
+    default: {
+      connect: (url, options) => {
+        if (!currentFakeBroker.broker) throw new Error("no fake broker for this test (fakeBrokerPerTest)");
+        return currentFakeBroker.broker.connect(url, options);
+      },
+    },
+  };
+}

@@ -1,15 +1,17 @@
 /**
  * Builds an InboxConsumer over the in-memory broker (test/support/fake-amqp.ts) and the
  * in-memory store, with a logger that keeps every line, for tests that script the broker and
- * read the frames the consumer sent. The test file itself must route amqplib to the fake:
+ * read the frames the consumer sent. The test file itself must route amqplib to the fake (a
+ * vi.mock call only takes effect in the test file):
  *
- *   const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
- *   vi.mock("amqplib", () => ({ default: { connect: (url: string, o: unknown) => fake.broker.connect(url, o as never) } }));
+ *   vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
+ *   const env = fakeBrokerPerTest();
  */
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { Logger } from "../../src/core/logger.js";
 import { InboxConsumer, type InboxConsumerOptions } from "../../src/amqp/inbox-consumer.js";
-import type { FakeBroker, Frame } from "./fake-amqp.js";
+import { afterEach, beforeEach } from "vitest";
+import { FakeBroker, type Frame, currentFakeBroker } from "./fake-amqp.js";
 import { type MemoryHandle, MemoryStore } from "./memory-store.js";
 
 export interface LogLine { level: "debug" | "info" | "warn" | "error"; message: string; fields: Record<string, unknown> }
@@ -81,4 +83,37 @@ export function brokerClosedChannels(broker: FakeBroker): Array<Extract<Frame, {
 /** Acked delivery tags (multiple acks expanded over the tags that channel still held is the broker's job; here: as sent). */
 export function ackFrames(broker: FakeBroker): Array<Extract<Frame, { op: "ack" }>> {
   return broker.framesOf("ack");
+}
+
+/**
+ * A fresh broker for each test of the file, and consumers built on it that are stopped after the
+ * test whatever it did.
+ */
+export function fakeBrokerPerTest() {
+  let broker: FakeBroker | undefined;
+  const stops: Array<() => Promise<void>> = [];
+  beforeEach(() => {
+    broker = new FakeBroker();
+    currentFakeBroker.broker = broker;
+  });
+  afterEach(async () => {
+    for (const stop of stops.splice(0)) await stop();
+    currentFakeBroker.broker = undefined;
+  });
+  return {
+    get broker(): FakeBroker {
+      if (!broker) throw new Error("the fake broker exists inside a test only");
+      return broker;
+    },
+    /** A consumer on this test's broker, stopped after the test. */
+    build(options: Parameters<typeof fakeConsumer>[1] = {}): ReturnType<typeof fakeConsumer> {
+      const built = fakeConsumer(this.broker, options);
+      stops.push(() => built.consumer.stop());
+      return built;
+    },
+    /** Something else to stop after the test. */
+    stopAfter(stop: () => Promise<void>): void {
+      stops.push(stop);
+    },
+  };
 }

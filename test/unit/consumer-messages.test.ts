@@ -5,36 +5,25 @@
  * hands the pipeline, the quarantine and delayed-retry copies (which properties they carry, how
  * long their detail headers may be), and the log lines an operator reads about them.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { InboxConfigError, PermanentEventError, RetryLaterError, TransientStoreError } from "../../src/core/errors.js";
 import type { DeliveryInfo, InboxHandler } from "../../src/core/handler.js";
 import type { FaultPoint } from "../../src/core/hooks.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxConsumer } from "../../src/amqp/inbox-consumer.js";
-import { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, type TestEvent, NODE_A, ackFrames, brokerClosedChannels, fakeConsumer, recordingHandler, until } from "../support/fake-consumer.js";
+import type { FakeBroker } from "../support/fake-amqp.js";
+import { type LogLine, type TestEvent, NODE_A, ackFrames, brokerClosedChannels, type fakeConsumer, recordingHandler, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 
-const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
-vi.mock("amqplib", () => ({ default: { connect: (url: string, options: unknown) => fake.broker.connect(url, options as never) } }));
+vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
+const env = fakeBrokerPerTest();
 let broker: FakeBroker;
-const stops: Array<() => Promise<void>> = [];
-
 beforeEach(() => {
-  broker = new FakeBroker();
-  fake.broker = broker;
+  broker = env.broker;
 });
 
-afterEach(async () => {
-  for (const stop of stops.splice(0)) await stop();
-});
-
-function start(options: Parameters<typeof fakeConsumer>[1] = {}) {
-  const built = fakeConsumer(broker, options);
-  stops.push(() => built.consumer.stop());
-  return built;
-}
+const start = (options: Parameters<typeof fakeConsumer>[1] = {}) => env.build(options);
 
 const event = (eventId: string, extra: Record<string, unknown> = {}) => ({ tenant: "t1", event_id: eventId, ...extra });
 const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);

@@ -6,33 +6,24 @@
  * by the replica that gave it up. The real cluster tests cover node failures end to end.
  */
 import { hostname } from "node:os";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { InboxConfigError } from "../../src/core/errors.js";
-import { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until } from "../support/fake-consumer.js";
+import type { FakeBroker } from "../support/fake-amqp.js";
+import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
 import { MemoryStore } from "../support/memory-store.js";
 
-const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
-vi.mock("amqplib", () => ({ default: { connect: (url: string, options: unknown) => fake.broker.connect(url, options as never) } }));
+vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
+const env = fakeBrokerPerTest();
 let broker: FakeBroker;
-const stops: Array<() => Promise<void>> = [];
-
 beforeEach(() => {
-  broker = new FakeBroker();
-  fake.broker = broker;
-});
-
-afterEach(async () => {
-  for (const stop of stops.splice(0)) await stop();
+  broker = env.broker;
 });
 
 const timing = { heartbeatMs: 10, memberTimeoutMs: 60 };
 
 function replica(memberId: string, store: MemoryStore, options: Parameters<typeof fakeConsumer>[1] = {}) {
-  const built = fakeConsumer(broker, { store, partitions: { count: 4, memberId, ...timing }, ...options });
-  stops.push(() => built.consumer.stop());
-  return built;
+  return env.build({ store, partitions: { count: 4, memberId, ...timing }, ...options });
 }
 
 const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);
@@ -206,8 +197,7 @@ describe("replicas", () => {
   });
 
   it("name themselves host:pid:random unless given an id", async () => {
-    const { consumer, lines } = fakeConsumer(broker, { store: new MemoryStore(), partitions: { count: 2, ...timing } });
-    stops.push(() => consumer.stop());
+    const { consumer, lines } = env.build({ store: new MemoryStore(), partitions: { count: 2, ...timing } });
     await consumer.start();
     expect(logged(lines, "consuming")[0]!.fields.member).toMatch(new RegExp(`^${hostname()}:${process.pid}:[0-9a-f]{8}$`));
   });

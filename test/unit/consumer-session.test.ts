@@ -5,33 +5,22 @@
  * at all, so after a loss nothing is acked on the new channel for the old one's deliveries,
  * and the redelivery is settled by the dedup record.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { BrokerUnreachableError, InboxConfigError, TransientStoreError } from "../../src/core/errors.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
-import { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until } from "../support/fake-consumer.js";
+import type { FakeBroker } from "../support/fake-amqp.js";
+import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
 import { MemoryStore } from "../support/memory-store.js";
 
-const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
-vi.mock("amqplib", () => ({ default: { connect: (url: string, options: unknown) => fake.broker.connect(url, options as never) } }));
+vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
+const env = fakeBrokerPerTest();
 let broker: FakeBroker;
-const stops: Array<() => Promise<void>> = [];
-
 beforeEach(() => {
-  broker = new FakeBroker();
-  fake.broker = broker;
+  broker = env.broker;
 });
 
-afterEach(async () => {
-  for (const stop of stops.splice(0)) await stop();
-});
-
-function build(options: Parameters<typeof fakeConsumer>[1] = {}) {
-  const built = fakeConsumer(broker, options);
-  stops.push(() => built.consumer.stop());
-  return built;
-}
+const build = (options: Parameters<typeof fakeConsumer>[1] = {}) => env.build(options);
 
 const event = (eventId: string) => ({ tenant: "t1", event_id: eventId });
 const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);

@@ -5,33 +5,22 @@
  * frame is visible, so a one-line slip (an ack before a confirm, an ack of a nacked message,
  * a multiple ack over another batch's tags) fails at once.
  */
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import { RetryLaterError, TransientStoreError } from "../../src/core/errors.js";
 import type { Outcome } from "../../src/core/outcome.js";
-import { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until } from "../support/fake-consumer.js";
+import type { FakeBroker } from "../support/fake-amqp.js";
+import { type LogLine, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
 import { MemoryStore } from "../support/memory-store.js";
 
-const fake = vi.hoisted(() => ({ broker: undefined as unknown as FakeBroker }));
-vi.mock("amqplib", () => ({ default: { connect: (url: string, options: unknown) => fake.broker.connect(url, options as never) } }));
+vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
+const env = fakeBrokerPerTest();
 let broker: FakeBroker;
-const stops: Array<() => Promise<void>> = [];
-
 beforeEach(() => {
-  broker = new FakeBroker();
-  fake.broker = broker;
+  broker = env.broker;
 });
 
-afterEach(async () => {
-  for (const stop of stops.splice(0)) await stop();
-});
-
-function start(options: Parameters<typeof fakeConsumer>[1] = {}) {
-  const built = fakeConsumer(broker, options);
-  stops.push(() => built.consumer.stop());
-  return built;
-}
+const start = (options: Parameters<typeof fakeConsumer>[1] = {}) => env.build(options);
 
 const event = (eventId: string, extra: Record<string, unknown> = {}) => ({ tenant: "t1", event_id: eventId, ...extra });
 const messages = (lines: readonly LogLine[], level: LogLine["level"]) => lines.filter((l) => l.level === level).map((l) => l.message);
