@@ -8,18 +8,11 @@
  *   const env = fakeBrokerPerTest();
  */
 import type { InboxHandler } from "../../src/core/handler.js";
-import type { Logger } from "../../src/core/logger.js";
 import { InboxConsumer, type InboxConsumerOptions } from "../../src/amqp/inbox-consumer.js";
 import { afterEach, beforeEach } from "vitest";
 import { FakeBroker, type Frame, currentFakeBroker } from "./fake-amqp.js";
 import { type MemoryHandle, MemoryStore } from "./memory-store.js";
-
-export interface LogLine { level: "debug" | "info" | "warn" | "error"; message: string; fields: Record<string, unknown> }
-
-export function recordingLogger(lines: LogLine[]): Logger {
-  const at = (level: LogLine["level"]) => (message: string, fields: Record<string, unknown> = {}) => { lines.push({ level, message, fields }); };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-}
+import { type LogLine, recordingLogger } from "./recording-logger.js";
 
 export type TestEvent = { tenant: string; event_id: string; amount?: number };
 

@@ -12,7 +12,8 @@ import type { FaultPoint } from "../../src/core/hooks.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxConsumer } from "../../src/amqp/inbox-consumer.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, type TestEvent, NODE_A, ackFrames, brokerClosedChannels, type fakeConsumer, recordingHandler, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { type TestEvent, NODE_A, ackFrames, brokerClosedChannels, type fakeConsumer, recordingHandler, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { type LogLine, logged } from "../support/recording-logger.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -26,7 +27,6 @@ beforeEach(() => {
 const start = (options: Parameters<typeof fakeConsumer>[1] = {}) => env.build(options);
 
 const event = (eventId: string, extra: Record<string, unknown> = {}) => ({ tenant: "t1", event_id: eventId, ...extra });
-const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);
 const errorLines = (lines: readonly LogLine[]) => lines.filter((l) => l.level === "error");
 const publishesTo = (routingKey: string) => broker.framesOf("publish").filter((f) => f.routingKey === routingKey);
 const headersOf = (frame: { properties: Record<string, unknown> }) => frame.properties.headers as Record<string, unknown>;

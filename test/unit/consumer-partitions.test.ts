@@ -9,7 +9,8 @@ import { hostname } from "node:os";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { InboxConfigError } from "../../src/core/errors.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { logged } from "../support/recording-logger.js";
 import { MemoryStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -26,7 +27,6 @@ function replica(memberId: string, store: MemoryStore, options: Parameters<typeo
   return env.build({ store, partitions: { count: 4, memberId, ...timing }, ...options });
 }
 
-const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);
 
 /** Publishes `perKey` events for each of `keys` accounts, in order, through the partition exchange. */
 function publishStream(keys: number, perKey: number, from = 0): void {

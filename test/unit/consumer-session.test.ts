@@ -9,7 +9,8 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import { BrokerUnreachableError, InboxConfigError, TransientStoreError } from "../../src/core/errors.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { logged } from "../support/recording-logger.js";
 import { MemoryStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -23,7 +24,6 @@ beforeEach(() => {
 const build = (options: Parameters<typeof fakeConsumer>[1] = {}) => env.build(options);
 
 const event = (eventId: string) => ({ tenant: "t1", event_id: eventId });
-const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);
 
 /** A handler whose transaction for `heldId` waits until released. */
 function heldHandler(heldId: string) {

@@ -9,7 +9,8 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import { RetryLaterError, TransientStoreError } from "../../src/core/errors.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { type LogLine, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { type LogLine } from "../support/recording-logger.js";
 import { MemoryStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());

@@ -8,7 +8,7 @@ import type { ChannelModel } from "amqplib";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { PartitionMembership } from "../../src/amqp/partition-membership.js";
 import { FakeAmqpError, FakeBroker, type FakeConnection } from "../support/fake-amqp.js";
-import { type LogLine, recordingLogger } from "../support/fake-consumer.js";
+import { type LogLine, recordingLogger } from "../support/recording-logger.js";
 
 const EXCHANGE = "orders.members";
 const HEARTBEAT = 100;

@@ -7,18 +7,11 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CommitOutcomeUnknownError, InboxConfigError, PermanentEventError, TransientStoreError } from "../../src/core/errors.js";
 import type { InboxHandler } from "../../src/core/handler.js";
-import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 import { incomingMessage } from "../support/messages.js";
-
-interface LogLine { level: string; message: string; fields: Record<string, unknown> | undefined }
-
-function capturingLogger(lines: LogLine[]): Logger {
-  const at = (level: string) => (message: string, fields?: Record<string, unknown>) => { lines.push({ level, message, fields }); };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-}
+import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 
 type Body = { tenant: string; event_id: string; amount?: number };
 
@@ -33,7 +26,7 @@ function setup(options: Partial<PipelineOptions<Body, MemoryHandle>> = {}) {
     },
   };
   const pipeline = new InboxPipeline<Body, MemoryHandle>({
-    store, handler, logger: capturingLogger(lines),
+    store, handler, logger: recordingLogger(lines),
     retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2, maxTotalMs: 1000 },
     ...options,
   });
@@ -43,7 +36,6 @@ function setup(options: Partial<PipelineOptions<Body, MemoryHandle>> = {}) {
 const message = (eventId: string, extra: Record<string, unknown> = {}) => incomingMessage({ tenant: "t1", event_id: eventId, ...extra });
 const kinds = (outcomes: readonly Outcome[]) => outcomes.map((o) => (o.kind === "quarantined" ? `quarantined:${o.reason}` : o.kind));
 const deadlock = () => new TransientStoreError("deadlock detected");
-const logged = (lines: readonly LogLine[], message: string) => lines.filter((l) => l.message === message);
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -51,7 +43,7 @@ afterEach(() => {
 
 describe("the handler a pipeline accepts", () => {
   const store = new MemoryStore();
-  const logger = capturingLogger([]);
+  const logger = recordingLogger([]);
   const handle = () => Promise.resolve();
 
   it("refuses a handler without a name: the name is the dedup scope", () => {

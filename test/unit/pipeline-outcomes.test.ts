@@ -8,18 +8,11 @@
 import { describe, expect, it } from "vitest";
 import { CommitOutcomeUnknownError, TransientStoreError } from "../../src/core/errors.js";
 import type { InboxHandler } from "../../src/core/handler.js";
-import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 import { incomingMessage } from "../support/messages.js";
-
-interface LogLine { level: string; message: string }
-
-function recordingLogger(lines: LogLine[]): Logger {
-  const at = (level: string) => (message: string) => { lines.push({ level, message }); };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-}
+import { type LogLine, recordingLogger } from "../support/recording-logger.js";
 
 type Body = { tenant: string; event_id: string };
 

@@ -11,19 +11,12 @@ import { InboxError, InvalidEventError, PermanentEventError, RetryLaterError, Tr
 import type { EventKey } from "../../src/core/event.js";
 import { eventScopedHash, fingerprintOf } from "../../src/core/fingerprint.js";
 import type { BatchItem, BatchRejection, InboxHandler } from "../../src/core/handler.js";
-import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
 import { outboxMessageId } from "../../src/outbox/message-id.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 import { incomingMessage } from "../support/messages.js";
-
-interface LogLine { level: string; message: string; fields: Record<string, unknown> | undefined }
-
-function capturingLogger(lines: LogLine[]): Logger {
-  const at = (level: string) => (message: string, fields?: Record<string, unknown>) => { lines.push({ level, message, fields }); };
-  return { debug: at("debug"), info: at("info"), warn: at("warn"), error: at("error") };
-}
+import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 
 type Body = { tenant: string; event_id: string; [field: string]: unknown };
 
@@ -43,7 +36,7 @@ function setup(handler: Partial<InboxHandler<Body, MemoryHandle>> = {}, options:
     ...handler,
   };
   const pipeline = new InboxPipeline<Body, MemoryHandle>({
-    store, handler: full, logger: capturingLogger(lines),
+    store, handler: full, logger: recordingLogger(lines),
     retry: { maxAttempts: 3, baseDelayMs: 1, maxDelayMs: 2, maxTotalMs: 1000 },
     ...options,
   });
@@ -53,7 +46,6 @@ function setup(handler: Partial<InboxHandler<Body, MemoryHandle>> = {}, options:
 const message = (eventId: string, extra: Record<string, unknown> = {}, redelivered = false) =>
   incomingMessage({ tenant: "t1", event_id: eventId, ...extra }, { redelivered });
 const kinds = (outcomes: readonly Outcome[]) => outcomes.map((o) => (o.kind === "quarantined" ? `quarantined:${o.reason}` : o.kind));
-const logged = (lines: readonly LogLine[], text: string) => lines.filter((l) => l.message === text);
 const key = (eventId: string): EventKey => ({ tenant: "t1", eventId });
 
 describe("an event the handler cannot apply yet (RetryLaterError)", () => {
