@@ -27,6 +27,27 @@ export function recordingHandler(name = "fake-consumer"): InboxHandler<TestEvent
   };
 }
 
+/** A handler whose transaction for the event `heldId` (or the first event, without one) waits until released. */
+export function heldHandler(heldId?: string) {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => { release = resolve; });
+  let entered = false;
+  return {
+    release: () => release(),
+    get entered() { return entered; },
+    handler: {
+      name: "fake-consumer",
+      async handle(e: { event_id: string }, ctx: { tx: { effects: string[] } }) {
+        if ((heldId === undefined || e.event_id === heldId) && !entered) {
+          entered = true;
+          await released;
+        }
+        ctx.tx.effects.push(e.event_id);
+      },
+    },
+  };
+}
+
 export const NODE_A = "amqp://guest:secret@node-a:5672";
 export const NODE_B = "amqp://guest:secret@node-b:5672";
 

@@ -9,7 +9,7 @@ import { hostname } from "node:os";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { InboxConfigError } from "../../src/core/errors.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
 import { logged } from "../support/recording-logger.js";
 import { MemoryStore } from "../support/memory-store.js";
 
@@ -116,25 +116,14 @@ describe("replicas", () => {
 
   it("hand over on stop: the stopping replica finishes what it started, acks it, gives back the rest unapplied, and the other takes every partition", async () => {
     const store = new MemoryStore();
-    let releaseA!: () => void;
-    const aHeld = new Promise<void>((resolve) => { releaseA = resolve; });
-    let aEntered = false;
-    const a = replica("a", store, {
-      batchSize: 5,
-      handler: {
-        name: "fake-consumer",
-        async handle(e, ctx) {
-          if (!aEntered) { aEntered = true; await aHeld; }
-          ctx.tx.effects.push(e.event_id);
-        },
-      },
-    });
+    const held = heldHandler();
+    const a = replica("a", store, { batchSize: 5, handler: held.handler });
     const b = replica("b", store);
     await a.consumer.start();
     await b.consumer.start();
     await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
     publishStream(12, 10);
-    await until(() => aEntered, "a's first transaction");
+    await until(() => held.entered, "a's first transaction");
     await settleTurns();
     const aConnection = broker.connections[0]!.number;
     const stopping = a.consumer.stop();
@@ -142,7 +131,7 @@ describe("replicas", () => {
     // Events that reach a's partitions while it hands them over are not a's to apply.
     publishStream(12, 5, 10);
     await settleTurns();
-    releaseA();
+    held.release();
     await stopping;
     await until(() => b.consumer.heldPartitions.length === 4, "b holds every partition");
     await until(() => store.effects.length === 180, "every event applied");
@@ -253,26 +242,15 @@ describe("replicas", () => {
 
   it("keep applying the partitions they keep while they give others away", async () => {
     const store = new MemoryStore();
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => { release = resolve; });
-    let entered = false;
-    const a = replica("a", store, {
-      batchSize: 5,
-      handler: {
-        name: "fake-consumer",
-        async handle(e, ctx) {
-          if (!entered) { entered = true; await held; }
-          ctx.tx.effects.push(e.event_id);
-        },
-      },
-    });
+    const held = heldHandler();
+    const a = replica("a", store, { batchSize: 5, handler: held.handler });
     await a.consumer.start();
     publishStream(12, 10);
-    await until(() => entered, "a's first transaction");
+    await until(() => held.entered, "a's first transaction");
     const b = replica("b", store);
     await b.consumer.start();
     // a gives partitions 1 and 3 away only when its batch is done; start it moving.
-    release();
+    held.release();
     await until(() => a.consumer.heldPartitions.length === 2 && b.consumer.heldPartitions.length === 2, "a 2/2 split");
     await until(() => store.effects.length === 120, "every event applied");
     expectAppliedInOrder(store, 12, 10);

@@ -9,7 +9,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import { BrokerUnreachableError, InboxConfigError, TransientStoreError } from "../../src/core/errors.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
+import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
 import { logged } from "../support/recording-logger.js";
 import { MemoryStore } from "../support/memory-store.js";
 
@@ -24,27 +24,6 @@ beforeEach(() => {
 const build = (options: Parameters<typeof fakeConsumer>[1] = {}) => env.build(options);
 
 const event = (eventId: string) => ({ tenant: "t1", event_id: eventId });
-
-/** A handler whose transaction for `heldId` waits until released. */
-function heldHandler(heldId: string) {
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => { release = resolve; });
-  let entered = false;
-  return {
-    release: () => release(),
-    get entered() { return entered; },
-    handler: {
-      name: "fake-consumer",
-      async handle(e: { event_id: string }, ctx: { tx: { effects: string[] } }) {
-        if (e.event_id === heldId && !entered) {
-          entered = true;
-          await released;
-        }
-        ctx.tx.effects.push(e.event_id);
-      },
-    },
-  };
-}
 
 describe("start", () => {
   it("declares the work queue (durable, with its arguments), the quarantine queue and the delay queues, then consumes on a channel of its own", async () => {
