@@ -1,0 +1,115 @@
+import type { EventKey } from "../../core/event.js";
+import type {
+  ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction,
+} from "../../core/store.js";
+import { Outbox } from "../../outbox/outbox.js";
+import { OutboxSignal } from "../../outbox/outbox-signal.js";
+import type { SqlDriver, SqlSession } from "./sql-driver.js";
+import type { SqlQuery } from "./sql-query.js";
+
+/** The inbox's own SQL on one database: claim, quarantine, redelivery count and the two reads. */
+export interface InboxStatements {
+  /**
+   * Inserts one dedup row per claim and says what each claim found (see StoreTransaction.claim).
+   * It receives the whole session, so a dialect can use what its own sessions offer more.
+   */
+  claim(session: SqlSession<unknown>, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]>;
+  quarantine(query: SqlQuery, records: readonly QuarantineRecord[]): Promise<void>;
+  countRedelivery(query: SqlQuery, handler: string, key: EventKey): Promise<number>;
+  listQuarantine(query: SqlQuery, options: { handler?: string; limit?: number }): Promise<QuarantineEntry[]>;
+  countInbox(query: SqlQuery, handler: string, key?: EventKey): Promise<number>;
+}
+
+/** The outbox's writes on one database: in the handler's transaction, and the duplicates' resend. */
+export interface OutboxWriteStatements {
+  /** Writes the rows (a message id already there is skipped); returns how many were new. */
+  write(query: SqlQuery, records: readonly OutboxRecord[]): Promise<number>;
+  /** Makes the unsent rows of these events due now; returns how many. Runs in its own transaction. */
+  resend(driver: SqlDriver<unknown>, handler: string, keys: readonly EventKey[]): Promise<number>;
+}
+
+/** What a database supplies to become a store: its driver, its SQL, its migrations. */
+export interface SqlDialect<Handle> {
+  /** `postgres`, `mysql`, `sqlite`: for logs and for what differs in the outbox writer. */
+  readonly name: string;
+  readonly driver: SqlDriver<Handle>;
+  readonly inbox: InboxStatements;
+  readonly outbox?: OutboxWriteStatements;
+  /** Creates or upgrades the tables; idempotent, safe from several processes at once. */
+  migrate(): Promise<void>;
+}
+
+/**
+ * The one store behind every database: it owns the Store contract (transactions, the handler's
+ * view of them, the outbox wake-up, the reads) and leaves to the dialect only how to reach the
+ * database and what SQL to send. PostgresStore, MysqlStore, SqliteStore and the stores over a
+ * data layer (Kysely, Knex, Drizzle, Prisma) are this class with their dialect.
+ */
+export class SqlStore<Handle> implements Store<Handle> {
+  readonly dialect: string;
+  readonly maxConcurrentTransactions: number;
+  /** Fired after a commit that wrote outbox rows: in-process relays publish at once. */
+  readonly outboxSignal = new OutboxSignal();
+  protected readonly sql: SqlDialect<Handle>;
+
+  constructor(sql: SqlDialect<Handle>, maxConcurrentTransactions: number) {
+    this.sql = sql;
+    this.dialect = sql.name;
+    this.maxConcurrentTransactions = maxConcurrentTransactions;
+  }
+
+  migrate(): Promise<void> {
+    return this.sql.migrate();
+  }
+
+  async transaction<T>(work: (tx: StoreTransaction<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
+    const outbox = { written: false };
+    const result = await this.sql.driver.transaction((session) => work(this.transactionOf(session, outbox)), beforeCommit);
+    if (outbox.written) this.outboxSignal.notify();
+    return result;
+  }
+
+  private transactionOf(session: SqlSession<Handle>, outbox: { written: boolean }): StoreTransaction<Handle> {
+    const { inbox, outbox: outboxSql } = this.sql;
+    const tx: StoreTransaction<Handle> = {
+      // A getter: some sessions start the transaction only when the handler first uses it.
+      get handle() { return session.handle; },
+      claim: (handler, claims) => inbox.claim(session, handler, claims),
+      quarantine: (records) => inbox.quarantine(session.query, records),
+      countRedelivery: (handler, key) => inbox.countRedelivery(session.query, handler, key),
+    };
+    if (outboxSql) {
+      tx.writeOutbox = async (records) => {
+        if ((await outboxSql.write(session.query, records)) > 0) outbox.written = true;
+      };
+    }
+    return tx;
+  }
+
+  listQuarantine(options: { handler?: string; limit?: number } = {}): Promise<QuarantineEntry[]> {
+    return this.sql.driver.read((query) => this.sql.inbox.listQuarantine(query, options));
+  }
+
+  countInbox(handler: string, key?: EventKey): Promise<number> {
+    return this.sql.driver.read((query) => this.sql.inbox.countInbox(query, handler, key));
+  }
+
+  async resendOutbox(handler: string, keys: readonly EventKey[]): Promise<number> {
+    if (!this.sql.outbox || keys.length === 0) return 0;
+    const due = await this.sql.outbox.resend(this.sql.driver, handler, keys);
+    if (due > 0) this.outboxSignal.notify();
+    return due;
+  }
+
+  /**
+   * The outbox without an incoming message: `store.outbox.transaction(async (tx, publish) => ...)`
+   * writes business rows and outgoing messages in one transaction.
+   */
+  get outbox(): Outbox<Handle> {
+    return new Outbox(this);
+  }
+
+  close(): Promise<void> {
+    return this.sql.driver.close();
+  }
+}

@@ -1,0 +1,128 @@
+import { describe, expect, it } from "vitest";
+import { type PooledSession, PooledDriver } from "../../src/store/sql/pooled-driver.js";
+import type { SqlQuery } from "../../src/store/sql/sql-query.js";
+
+class ConnectionLost extends Error {}
+class Classified extends Error {
+  constructor(readonly original: unknown, readonly duringCommit: boolean) {
+    super("classified");
+  }
+}
+
+interface Script {
+  failBegin?: boolean;
+  failCommit?: Error;
+  failRollback?: boolean;
+  brokenBySession?: boolean;
+}
+
+/** A driver over one scripted connection that records every step the lifecycle takes. */
+class ScriptedDriver extends PooledDriver<string, string> {
+  readonly steps: string[] = [];
+  constructor(private readonly script: Script = {}) {
+    super();
+  }
+  protected acquire(): Promise<string> {
+    this.steps.push("acquire");
+    return Promise.resolve("conn");
+  }
+  protected release(_connection: string, broken: boolean): void {
+    this.steps.push(broken ? "destroy" : "release");
+  }
+  protected startSession(): PooledSession<string> {
+    const steps = this.steps;
+    const script = this.script;
+    return {
+      handle: "handle",
+      query: () => Promise.resolve({ rows: [], affected: 0 }),
+      begin: () => { steps.push("begin"); return script.failBegin ? Promise.reject(new Error("begin failed")) : Promise.resolve(); },
+      commit: () => { steps.push("commit"); return script.failCommit ? Promise.reject(script.failCommit) : Promise.resolve(); },
+      rollback: (afterCommit) => { steps.push(`rollback${afterCommit ? " after commit" : ""}`); return Promise.resolve(!script.failRollback); },
+      get broken() { return script.brokenBySession ?? false; },
+      end: () => { steps.push("end"); },
+    };
+  }
+  protected autocommit(): SqlQuery {
+    return () => Promise.resolve({ rows: [{ n: 1 }], affected: 0 });
+  }
+  protected isConnectionLoss(error: unknown): boolean {
+    return error instanceof ConnectionLost;
+  }
+  protected classify(error: unknown, duringCommit: boolean): unknown {
+    return new Classified(error, duringCommit);
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+describe("PooledDriver: the transaction lifecycle every pooled database shares", () => {
+  it("begins, runs the work and the hook, commits, and gives the connection back", async () => {
+    const driver = new ScriptedDriver();
+    const result = await driver.transaction(async (session) => {
+      driver.steps.push(`work ${session.handle}`);
+      return Promise.resolve(42);
+    }, () => { driver.steps.push("hook"); });
+    expect(result).toBe(42);
+    expect(driver.steps).toEqual(["acquire", "begin", "work handle", "hook", "commit", "end", "release"]);
+  });
+
+  it("rolls back a failed work and rethrows it classified, not during commit; no commit is sent", async () => {
+    const driver = new ScriptedDriver();
+    const failure = new Error("handler failed");
+    const error = await driver.transaction(() => Promise.reject(failure)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(Classified);
+    expect((error as Classified).original).toBe(failure);
+    expect((error as Classified).duringCommit).toBe(false);
+    expect(driver.steps).toEqual(["acquire", "begin", "rollback", "end", "release"]);
+  });
+
+  it("a hook that throws rolls back: nothing commits", async () => {
+    const driver = new ScriptedDriver();
+    await expect(driver.transaction(() => Promise.resolve(1), () => { throw new Error("crash point"); })).rejects.toBeInstanceOf(Classified);
+    expect(driver.steps).not.toContain("commit");
+    expect(driver.steps).toContain("rollback");
+  });
+
+  it("a failed COMMIT is classified as during commit, and the session decides about its rollback", async () => {
+    const driver = new ScriptedDriver({ failCommit: new Error("commit failed") });
+    const error = await driver.transaction(() => Promise.resolve(1)).catch((e: unknown) => e);
+    expect((error as Classified).duringCommit).toBe(true);
+    expect(driver.steps).toEqual(["acquire", "begin", "commit", "rollback after commit", "end", "release"]);
+  });
+
+  it("never rolls back on a lost connection, and destroys it instead of returning it to the pool", async () => {
+    const driver = new ScriptedDriver();
+    await expect(driver.transaction(() => Promise.reject(new ConnectionLost("gone")))).rejects.toBeInstanceOf(Classified);
+    expect(driver.steps).toEqual(["acquire", "begin", "end", "destroy"]);
+  });
+
+  it("destroys the connection when the rollback failed", async () => {
+    const driver = new ScriptedDriver({ failRollback: true });
+    await expect(driver.transaction(() => Promise.reject(new Error("x")))).rejects.toBeInstanceOf(Classified);
+    expect(driver.steps.at(-1)).toBe("destroy");
+  });
+
+  it("destroys a connection the session saw break even when the work succeeded", async () => {
+    const driver = new ScriptedDriver({ brokenBySession: true });
+    await driver.transaction(() => Promise.resolve(1));
+    expect(driver.steps.at(-1)).toBe("destroy");
+  });
+
+  it("a failed BEGIN runs no work", async () => {
+    const driver = new ScriptedDriver({ failBegin: true });
+    let ran = false;
+    await expect(driver.transaction(() => { ran = true; return Promise.resolve(1); })).rejects.toBeInstanceOf(Classified);
+    expect(ran).toBe(false);
+    expect(driver.steps).not.toContain("commit");
+  });
+
+  it("read runs outside a transaction and classifies its errors; a lost connection is destroyed", async () => {
+    const driver = new ScriptedDriver();
+    expect(await driver.read(async (query) => (await query({ text: "SELECT 1", values: [] })).rows)).toEqual([{ n: 1 }]);
+    expect(driver.steps).toEqual(["acquire", "release"]);
+    await expect(driver.read(() => Promise.reject(new ConnectionLost("gone")))).rejects.toBeInstanceOf(Classified);
+    expect(driver.steps.slice(2)).toEqual(["acquire", "destroy"]);
+    expect(driver.steps).not.toContain("begin");
+  });
+});
