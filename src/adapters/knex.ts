@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
 import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
-import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
-import type { PgQueryResult } from "../store/postgres/postgres-store.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
+import type { PgQueryResult } from "../store/postgres/store.js";
 import { toPositional } from "./placeholders.js";
 
 /**

@@ -1,6 +1,6 @@
 import type { CompiledQuery, Kysely, Transaction } from "kysely";
 import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
-import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
 import { lazyModule } from "./lazy-module.js";
 
 const kysely = lazyModule<{ CompiledQuery: typeof CompiledQuery }>("kysely", "rabbit-inbox/kysely");

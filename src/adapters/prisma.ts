@@ -1,5 +1,5 @@
 import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
-import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
 
 /** Options of Prisma's interactive transactions (`prisma.$transaction(fn, options)`). */
 export interface PrismaTransactionOptions {

@@ -5,7 +5,7 @@ import { lazyModule } from "../../src/adapters/lazy-module.js";
 import { prismaDriverError } from "../../src/adapters/prisma.js";
 import { CommitOutcomeUnknownError, InboxConfigError, PermanentEventError, TransientStoreError } from "../../src/core/errors.js";
 import { classifyPostgresError, postgresMigrations } from "../../src/store/postgres/index.js";
-import { timestampOf } from "../../src/store/postgres/postgres-inbox-sql.js";
+import { timestampOf } from "../../src/store/postgres/inbox.js";
 import { splitMigrationStatements } from "../../src/store/postgres/postgres-migrator.js";
 
 describe("toPositional", () => {

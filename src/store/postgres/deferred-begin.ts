@@ -1,6 +1,6 @@
-import type { PgStatement } from "./pg-query.js";
+import type { PgStatement } from "./pg-client.js";
 import type { PreparedStatements } from "./prepared-statements.js";
-import type { PgClient, PgQueryResult } from "./postgres-store.js";
+import type { PgClient, PgQueryResult } from "./store.js";
 
 /**
  * One transaction on a pooled pg client whose BEGIN travels with its first statement: node-

@@ -1,5 +1,5 @@
-export { PostgresStore, type PostgresStoreOptions, type PgClient, type PgPool, type PgQueryResult } from "./postgres-store.js";
-export { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "./postgres-executor-store.js";
+export { PostgresStore, type PostgresStoreOptions, type PgClient, type PgPool, type PgQueryResult } from "./store.js";
+export { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "./executor-store.js";
 export type { PostgresExecutor } from "./postgres-executor.js";
-export { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+export { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
 export { postgresMigrations } from "./migrations.js";

@@ -1,4 +1,4 @@
-import type { PgQueryResult } from "./postgres-store.js";
+import type { PgQueryResult } from "./store.js";
 
 /**
  * What a data layer (Kysely, Knex, Drizzle, Prisma...) lends the inbox so that the inbox record

@@ -1,6 +1,6 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
-import type { PgQuery } from "./pg-query.js";
+import type { PgQuery } from "./pg-client.js";
 import { postgresMigrations } from "./migrations.js";
 
 export interface PostgresMigratorOptions {

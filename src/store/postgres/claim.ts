@@ -1,5 +1,5 @@
 import type { ClaimResult, InboxClaim } from "../../core/store.js";
-import type { PgQuery } from "./pg-query.js";
+import type { PgQuery } from "./pg-client.js";
 
 /**
  * What a PostgreSQL claim checks after its INSERT, inside the same transaction: the stale fence

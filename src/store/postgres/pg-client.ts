@@ -1,5 +1,5 @@
-import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
-import type { PgClient, PgPool, PgQueryResult } from "./postgres-store.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
+import type { PgClient, PgPool, PgQueryResult } from "./store.js";
 
 /**
  * One statement with `$1`-style placeholders. `name` lets node-postgres prepare it once per

@@ -6,10 +6,10 @@ import type {
 import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
-import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
 import { postgresMigrations } from "./migrations.js";
-import { queryOnPool } from "./pg-query.js";
-import type { PgClient, PgPool, PgQueryResult } from "./postgres-store.js";
+import { queryOnPool } from "./pg-client.js";
+import type { PgClient, PgPool, PgQueryResult } from "./store.js";
 
 type Row = Record<string, unknown>;
 

@@ -3,12 +3,12 @@ import type { EventKey } from "../../core/event.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
 import type { QuarantineEntry, Store, StoreTransaction } from "../../core/store.js";
-import { classifyPostgresError } from "./classify-postgres-error.js";
-import type { PgQuery } from "./pg-query.js";
+import { classifyPostgresError } from "./errors.js";
+import type { PgQuery } from "./pg-client.js";
 import type { PostgresExecutor } from "./postgres-executor.js";
-import { PostgresInboxSql, statementTag } from "./postgres-inbox-sql.js";
+import { PostgresInboxSql, statementTag } from "./inbox.js";
 import { applyPostgresMigrations } from "./postgres-migrator.js";
-import { PostgresOutboxWrites } from "./postgres-outbox.js";
+import { PostgresOutboxWrites } from "./outbox-relay.js";
 
 export interface PostgresExecutorStoreOptions<Tx> {
   /** The data layer's transactions and statements, e.g. `fromKysely(db)`. */

@@ -4,9 +4,9 @@ import type { OutboxRecord } from "../../core/store.js";
 import { heldClaim } from "../../outbox/held-claim.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
-import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
-import type { PgQuery, PgStatement } from "./pg-query.js";
-import type { PgClient, PgPool } from "./postgres-store.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
+import type { PgQuery, PgStatement } from "./pg-client.js";
+import type { PgClient, PgPool } from "./store.js";
 
 /**
  * The NOTIFY channel of every outbox; the payload is the schema of the table, so a relay only

@@ -7,13 +7,13 @@ import { Outbox } from "../../outbox/outbox.js";
 import { OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
-import { classifyPostgresError, isPostgresConnectionLoss } from "./classify-postgres-error.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
 import { DeferredBegin } from "./deferred-begin.js";
-import { type PgQuery, queryOnPool } from "./pg-query.js";
-import { PostgresInboxSql, statementTag } from "./postgres-inbox-sql.js";
+import { type PgQuery, queryOnPool } from "./pg-client.js";
+import { PostgresInboxSql, statementTag } from "./inbox.js";
 import { applyPostgresMigrations } from "./postgres-migrator.js";
-import { PostgresOutbox } from "./postgres-outbox.js";
-import { PostgresInboxOperations } from "./postgres-operations.js";
+import { PostgresOutbox } from "./outbox-relay.js";
+import { PostgresInboxOperations } from "./operations.js";
 import { PreparedStatements } from "./prepared-statements.js";
 
 /** The slice of node-postgres the store uses; `pg.Pool` and `pg.PoolClient` fit it. */

@@ -2,8 +2,8 @@ import type { EventKey } from "../../core/event.js";
 import {
   type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, quarantineDedupKey,
 } from "../../core/store.js";
-import type { PgQuery, PgQueryInSavepoint } from "./pg-query.js";
-import { PostgresClaimGuards } from "./postgres-claim-guards.js";
+import type { PgQuery, PgQueryInSavepoint } from "./pg-client.js";
+import { PostgresClaimGuards } from "./claim.js";
 
 /** Prepared-statement names must be unique per text on a connection; the schema is part of the text. */
 export function statementTag(schema: string): string {
