@@ -1,8 +1,8 @@
 import type { SQL, sql as drizzleSql } from "drizzle-orm";
 import type { NodePgDatabase } from "drizzle-orm/node-postgres";
-import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
+import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
-import type { PgQueryResult } from "../store/postgres/store.js";
+import type { PgQueryResult } from "../store/postgres/driver.js";
 import { toPositional } from "./placeholders.js";
 import { lazyModule } from "./lazy-module.js";
 

@@ -1,7 +1,7 @@
 import type { Knex } from "knex";
-import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
+import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
-import type { PgQueryResult } from "../store/postgres/store.js";
+import type { PgQueryResult } from "../store/postgres/driver.js";
 import { toPositional } from "./placeholders.js";
 
 /**

@@ -1,5 +1,5 @@
 import type { CompiledQuery, Kysely, Transaction } from "kysely";
-import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
+import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
 import { lazyModule } from "./lazy-module.js";
 

@@ -1,4 +1,4 @@
-import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
+import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
 
 /** Options of Prisma's interactive transactions (`prisma.$transaction(fn, options)`). */

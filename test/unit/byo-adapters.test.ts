@@ -5,8 +5,8 @@ import { lazyModule } from "../../src/adapters/lazy-module.js";
 import { prismaDriverError } from "../../src/adapters/prisma.js";
 import { CommitOutcomeUnknownError, InboxConfigError, PermanentEventError, TransientStoreError } from "../../src/core/errors.js";
 import { classifyPostgresError, postgresMigrations } from "../../src/store/postgres/index.js";
-import { timestampOf } from "../../src/store/postgres/inbox.js";
-import { splitMigrationStatements } from "../../src/store/postgres/postgres-migrator.js";
+import { timestampOf } from "../../src/store/postgres/columns.js";
+import { splitMigrationStatements } from "../../src/store/postgres/migrations.js";
 
 describe("toPositional", () => {
   it("takes a $n statement apart in placeholder order, repeating a value used twice", () => {

@@ -1,6 +1,6 @@
-import type { PgStatement } from "./pg-client.js";
+import type { SqlStatement } from "../sql/sql-query.js";
+import { type PgClient, type PgQueryResult, pgStatement } from "./pg-client.js";
 import type { PreparedStatements } from "./prepared-statements.js";
-import type { PgClient, PgQueryResult } from "./store.js";
 
 /**
  * One transaction on a pooled pg client whose BEGIN travels with its first statement: node-
@@ -29,7 +29,7 @@ export class DeferredBegin<C extends PgClient> {
     return this.begun;
   }
 
-  async query(statement: PgStatement): Promise<PgQueryResult> {
+  async query(statement: SqlStatement): Promise<PgQueryResult> {
     if (!this.begun && statement.name && this.statements?.enabled) return this.firstNamed(statement, statement.name, this.statements);
     if (!this.begun) {
       const inlined = inlineParameters(statement);
@@ -41,14 +41,14 @@ export class DeferredBegin<C extends PgClient> {
       this.ensureBegun();
     }
     if (this.begin) await this.begin;
-    return this.client.query(statement);
+    return this.client.query(pgStatement(statement));
   }
 
   /**
    * The transaction's first statement, named: `BEGIN; EXECUTE` when the client has prepared it,
    * else BEGIN on its own and the statement with its parameters, which node-postgres prepares.
    */
-  private async firstNamed(statement: PgStatement, name: string, statements: PreparedStatements): Promise<PgQueryResult> {
+  private async firstNamed(statement: SqlStatement, name: string, statements: PreparedStatements): Promise<PgQueryResult> {
     const execute = statements.has(this.client, name) ? executeStatement(name, statement.values) : null;
     if (execute !== null) {
       this.begun = true;
@@ -66,7 +66,7 @@ export class DeferredBegin<C extends PgClient> {
     }
     this.ensureBegun();
     await this.begin;
-    const result = await this.client.query(statement);
+    const result = await this.client.query(pgStatement(statement));
     statements.add(this.client, name);
     return result;
   }
@@ -75,7 +75,7 @@ export class DeferredBegin<C extends PgClient> {
    * `SAVEPOINT <name>; <statement>` as one simple query (after `BEGIN;` if nothing was sent yet),
    * or as two round trips when the statement's parameters cannot be inlined.
    */
-  async queryInSavepoint(savepoint: string, statement: PgStatement): Promise<PgQueryResult> {
+  async queryInSavepoint(savepoint: string, statement: SqlStatement): Promise<PgQueryResult> {
     const inlined = inlineParameters(statement);
     if (inlined === null) {
       await this.query({ text: `SAVEPOINT ${savepoint}`, values: [] });
@@ -113,7 +113,7 @@ export class DeferredBegin<C extends PgClient> {
  * `inbox$2`), a string literal, a dollar-quoted body, a comment or an unquoted identifier is
  * text, and stays as it is. Replacing it would put a value from a message into the SQL text.
  */
-export function inlineParameters(statement: PgStatement): string | null {
+export function inlineParameters(statement: SqlStatement): string | null {
   const literals = literalsOf(statement.values);
   if (literals === null) return null;
   const parameters = cachedParameterPositions(statement.text);

@@ -1,5 +1,5 @@
-export { PostgresStore, type PostgresStoreOptions, type PgClient, type PgPool, type PgQueryResult } from "./store.js";
-export { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "./executor-store.js";
-export type { PostgresExecutor } from "./postgres-executor.js";
+export { PostgresStore, type PostgresStoreOptions } from "./store.js";
+export type { PgClient, PgPool, PgQueryResult } from "./driver.js";
+export { PostgresExecutorStore, type PostgresExecutorStoreOptions, type PostgresExecutor } from "./executor-store.js";
 export { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
 export { postgresMigrations } from "./migrations.js";

@@ -1,7 +1,10 @@
+import { InboxConfigError } from "../../core/errors.js";
+import type { Logger } from "../../core/logger.js";
 import type { Migration } from "../migration.js";
+import { runMigrations } from "../sql/migration-runner.js";
+import type { SqlQuery } from "../sql/sql-query.js";
 
 /** PostgreSQL migrations, in order. */
-
 export const postgresMigrations: readonly Migration[] = [
   {
     version: 1,
@@ -146,3 +149,70 @@ CREATE INDEX IF NOT EXISTS rabbit_inbox_outbox_unordered_due ON {schema}rabbit_i
 `,
   },
 ];
+
+export interface PostgresMigrateOptions {
+  /** Table prefix: empty, or `"schema".`. */
+  prefix: string;
+  logger: Logger;
+  /**
+   * Send each migration statement by statement. A pooled pg client runs a parameterless
+   * multi-statement text in one round trip (simple protocol); a data layer may prepare every
+   * statement (Prisma's raw API documents it), and a prepared statement holds one command.
+   */
+  statementByStatement: boolean;
+}
+
+/**
+ * Applies the PostgreSQL migrations that are not recorded yet, inside the caller's open
+ * transaction (it commits or rolls back). One migrator at a time across processes: the advisory
+ * lock ends with the transaction. PostgresStore and PostgresExecutorStore take the same lock and
+ * keep the same version table: either may run it.
+ */
+export async function migratePostgres(query: SqlQuery, options: PostgresMigrateOptions): Promise<void> {
+  const { prefix } = options;
+  const run = async (text: string, values: readonly unknown[] = []) => (await query({ text, values })).rows;
+  // Selects a constant, not the void result: some data layers (Prisma) cannot read a void column.
+  await run("SELECT 1 AS locked FROM pg_advisory_xact_lock(hashtext('rabbit_inbox_migrate'))");
+  await runMigrations({
+    ensureVersionTable: async () => {
+      await run(`CREATE TABLE IF NOT EXISTS ${prefix}rabbit_inbox_migrations (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    },
+    appliedVersions: async () => new Set((await run(`SELECT version FROM ${prefix}rabbit_inbox_migrations`)).map((r) => Number(r.version))),
+    apply: async (migration) => {
+      const sql = migration.sql.replaceAll("{schema}", prefix);
+      for (const text of options.statementByStatement ? splitMigrationStatements(sql) : [sql]) await run(text);
+    },
+    record: async (migration) => {
+      await run(`INSERT INTO ${prefix}rabbit_inbox_migrations (version, name) VALUES ($1, $2)`, [migration.version, migration.name]);
+    },
+  }, postgresMigrations, options.logger, "postgres");
+}
+
+/**
+ * Splits a migration at the semicolons that end its statements. The shipped migrations are plain
+ * DDL; a quoted semicolon is kept, and dollar quoting or a comment (which could hide one) is
+ * refused, so a future migration that needs them fails its tests here instead of being cut wrong.
+ */
+export function splitMigrationStatements(sql: string): string[] {
+  if (/\$[A-Za-z_]*\$|--|\/\*/.test(sql)) {
+    throw new InboxConfigError("a PostgreSQL migration uses dollar quoting or a comment; splitMigrationStatements cannot split it safely");
+  }
+  const statements: string[] = [];
+  let current = "";
+  let quote: string | null = null;
+  for (const ch of sql) {
+    if (quote) {
+      if (ch === quote) quote = null;
+    } else if (ch === "'" || ch === '"') {
+      quote = ch;
+    } else if (ch === ";") {
+      if (current.trim()) statements.push(current.trim());
+      current = "";
+      continue;
+    }
+    current += ch;
+  }
+  if (current.trim()) statements.push(current.trim());
+  return statements;
+}

@@ -1,17 +1,19 @@
 import type { EventKey } from "../../core/event.js";
-import type { Logger } from "../../core/logger.js";
 import type {
   AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
-import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
+import { nullableDate, nullableText } from "../sql/column-reader.js";
+import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
+import type { SqlDriver } from "../sql/sql-driver.js";
+import type { SqlQuery, SqlResult, SqlRow } from "../sql/sql-query.js";
+import { postgresColumns as read } from "./columns.js";
 import { postgresMigrations } from "./migrations.js";
-import { queryOnPool } from "./pg-client.js";
-import type { PgClient, PgPool, PgQueryResult } from "./store.js";
 
-type Row = Record<string, unknown>;
+const toDetail = (r: SqlRow): QuarantineDetail => quarantineDetailOf(read, r);
+const toAudit = (r: SqlRow): AuditRecord => auditRecordOf(read, r);
 
 /**
  * Purge batches give up on a lock after this long instead of queueing behind consumers (and
@@ -24,12 +26,12 @@ const PURGE_LOCK_TIMEOUT = "1s";
  * quarantine hold), the quarantine's decisions with their audit, and the schema version.
  * Every write is a short transaction of its own; nothing here runs on the consumers' hot path.
  */
-export class PostgresInboxOperations<C extends PgClient = PgClient> implements InboxOperations {
+export class PostgresInboxOperations implements InboxOperations {
   readonly dialect = "postgres";
   readonly migrations = postgresMigrations;
   private readonly t: ReturnType<typeof inboxTableNames>;
 
-  constructor(private readonly pool: PgPool<C>, private readonly prefix: string, private readonly logger?: Logger) {
+  constructor(private readonly driver: SqlDriver<unknown>, private readonly prefix: string) {
     this.t = inboxTableNames(prefix);
   }
 
@@ -55,20 +57,20 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
        WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT 1`);
     return {
       pending: Number(summary!.pending), failing: Number(summary!.failing), unroutable: Number(summary!.unroutable),
-      oldestPendingAt: (summary!.oldest as Date | null) ?? null, now: summary!.now as Date,
+      oldestPendingAt: nullableDate(read, summary!.oldest), now: read.date(summary!.now),
       worst: worst ? { exchange: String(worst.exchange), routingKey: String(worst.routing_key), attempts: Number(worst.attempts), lastError: typeof worst.last_error === "string" ? worst.last_error : "" } : null,
     };
   }
 
   async now(): Promise<Date> {
     const { rows } = await this.query("SELECT clock_timestamp() AS now");
-    return rows[0]!.now as Date;
+    return read.date(rows[0]!.now);
   }
 
   async purgeHorizons(): Promise<PurgeHorizon[]> {
     const { rows } = await this.query(`SELECT handler, purged_through, rows_purged, updated_at FROM ${this.t.horizon} ORDER BY handler`);
     return rows.map((r) => ({
-      handler: String(r.handler), purgedThrough: r.purged_through as Date, rowsPurged: Number(r.rows_purged), updatedAt: r.updated_at as Date,
+      handler: String(r.handler), purgedThrough: read.date(r.purged_through), rowsPurged: Number(r.rows_purged), updatedAt: read.date(r.updated_at),
     }));
   }
 
@@ -76,7 +78,7 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
     const { rows } = await this.query(
       `SELECT handler, count(*)::bigint AS n, min(first_seen) AS oldest, max(first_seen) AS newest FROM ${this.t.dedup} GROUP BY handler ORDER BY handler`,
     );
-    return rows.map((r) => ({ handler: String(r.handler), records: Number(r.n), oldest: r.oldest as Date | null, newest: r.newest as Date | null }));
+    return rows.map((r) => ({ handler: String(r.handler), records: Number(r.n), oldest: nullableDate(read, r.oldest), newest: nullableDate(read, r.newest) }));
   }
 
   async quarantineHold(handler?: string): Promise<QuarantineHold | null> {
@@ -92,8 +94,8 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
     const r = rows[0];
     if (!r) return null;
     return {
-      holdFrom: r.hold_from as Date, quarantineId: Number(r.id), handler: String(r.handler),
-      tenant: (r.tenant as string | null) ?? null, eventId: (r.event_id as string | null) ?? null, reason: String(r.reason),
+      holdFrom: read.date(r.hold_from), quarantineId: Number(r.id), handler: String(r.handler),
+      tenant: nullableText(read, r.tenant), eventId: nullableText(read, r.event_id), reason: String(r.reason),
     };
   }
 
@@ -104,19 +106,19 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
       [cutoff, handler ?? null],
     );
     const r = rows[0]!;
-    return { records: Number(r.n), oldest: r.oldest as Date | null, newest: r.newest as Date | null };
+    return { records: Number(r.n), oldest: nullableDate(read, r.oldest), newest: nullableDate(read, r.newest) };
   }
 
   /**
    * One batch, one statement, one short transaction: pick the oldest rows by ctid (skipping
    * rows a consumer has locked), delete them, and raise each handler's horizon to the newest
    * first_seen deleted. A claim that meets one of these rows while this runs waits for the
-   * commit and then reads the new horizon (see PostgresClaimGuards).
+   * commit and then reads the new horizon (see claim.ts).
    */
   async purgeBatch(cutoff: Date, limit: number, handler?: string): Promise<PurgeBatchResult> {
-    return this.transaction(async (client) => {
-      await client.query(`SET LOCAL lock_timeout = '${PURGE_LOCK_TIMEOUT}'`);
-      const { rows } = await client.query(
+    return this.transaction(async (run) => {
+      await run(`SET LOCAL lock_timeout = '${PURGE_LOCK_TIMEOUT}'`);
+      const { rows } = await run(
         `WITH victims AS (
            SELECT ctid FROM ${this.t.dedup}
            WHERE first_seen < $1 AND ($3::text IS NULL OR handler = $3)
@@ -139,15 +141,15 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
          SELECT p.handler, p.n::bigint AS n, a.purged_through FROM per_handler p JOIN advanced a USING (handler) ORDER BY p.handler`,
         [cutoff, limit, handler ?? null],
       );
-      const handlers = rows.map((r) => ({ handler: String(r.handler), deleted: Number(r.n), purgedThrough: r.purged_through as Date }));
+      const handlers = rows.map((r) => ({ handler: String(r.handler), deleted: Number(r.n), purgedThrough: read.date(r.purged_through) }));
       return { deleted: handlers.reduce((sum, h) => sum + h.deleted, 0), handlers };
     });
   }
 
   async purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
-    const { rowCount } = await this.query(
+    const { affected } = await this.query(
       `DELETE FROM ${this.t.redelivery} WHERE last_seen < $1 AND ($2::text IS NULL OR handler = $2)`, [cutoff, handler ?? null]);
-    return rowCount ?? 0;
+    return affected;
   }
 
   async listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
@@ -172,7 +174,7 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
        GROUP BY handler, reason, status ORDER BY handler, status, reason`,
     );
     return rows.map((r) => ({
-      handler: String(r.handler), reason: String(r.reason), status: String(r.status) as QuarantineStatus, entries: Number(r.n), oldest: r.oldest as Date,
+      handler: String(r.handler), reason: String(r.reason), status: String(r.status) as QuarantineStatus, entries: Number(r.n), oldest: read.date(r.oldest),
     }));
   }
 
@@ -182,7 +184,7 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
       [handler, key.tenant, key.eventId],
     );
     const r = rows[0];
-    return r ? { fingerprint: String(r.fingerprint), firstSeen: r.first_seen as Date } : null;
+    return r ? { fingerprint: String(r.fingerprint), firstSeen: read.date(r.first_seen) } : null;
   }
 
   async findQuarantinedVersion(handler: string, key: EventKey, fingerprint: string): Promise<QuarantineDetail | null> {
@@ -199,32 +201,32 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
   }
 
   async beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
-    return this.transaction(async (client) => {
-      const found = await client.query(`SELECT * FROM ${this.t.quarantine} WHERE id = $1 FOR UPDATE`, [id]);
+    return this.transaction(async (run) => {
+      const found = await run(`SELECT * FROM ${this.t.quarantine} WHERE id = $1 FOR UPDATE`, [id]);
       if (!found.rows[0]) throw noSuchEntry(id);
       const entry = toDetail(found.rows[0]);
       checkResolvable(entry, request);
       if (request.acceptNew) {
-        const stored = await client.query(
+        const stored = await run(
           `SELECT fingerprint FROM ${this.t.dedup} WHERE handler = $1 AND tenant = $2 AND event_id = $3`,
           [entry.handler, entry.tenant, entry.eventId],
         );
         checkStoredStillSame(entry, stored.rows[0] ? String(stored.rows[0].fingerprint) : null);
       }
       const options = resolutionOptions(request);
-      const audit = await client.query(
+      const audit = await run(
         `INSERT INTO ${this.t.audit} (quarantine_id, action, actor, reason, options) VALUES ($1, $2, $3, $4, $5) RETURNING *`,
         [id, request.action, request.actor, request.reason, options],
       );
       const record = toAudit(audit.rows[0]!);
       if (request.acceptNew || request.acceptStale) {
-        await client.query(
+        await run(
           `INSERT INTO ${this.t.grant} (audit_id, handler, tenant, event_id, kind, stored_fingerprint, fingerprint) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
           [record.id, entry.handler, entry.tenant, entry.eventId, request.acceptNew ? "accept-new" : "accept-stale",
             request.acceptNew ? entry.storedFingerprint : null, entry.fingerprint],
         );
       }
-      await client.query(`UPDATE ${this.t.quarantine} SET status = $2 WHERE id = $1`, [id, request.action === "replay" ? "replayed" : "discarded"]);
+      await run(`UPDATE ${this.t.quarantine} SET status = $2 WHERE id = $1`, [id, request.action === "replay" ? "replayed" : "discarded"]);
       return record;
     });
   }
@@ -234,63 +236,25 @@ export class PostgresInboxOperations<C extends PgClient = PgClient> implements I
   }
 
   async failReplay(auditId: number, failure: string): Promise<void> {
-    await this.transaction(async (client) => {
-      const { rows } = await client.query(`UPDATE ${this.t.audit} SET failure = $2 WHERE id = $1 RETURNING quarantine_id`, [auditId, failure]);
-      await client.query(`DELETE FROM ${this.t.grant} WHERE audit_id = $1 AND used_at IS NULL`, [auditId]);
+    await this.transaction(async (run) => {
+      const { rows } = await run(`UPDATE ${this.t.audit} SET failure = $2 WHERE id = $1 RETURNING quarantine_id`, [auditId, failure]);
+      await run(`DELETE FROM ${this.t.grant} WHERE audit_id = $1 AND used_at IS NULL`, [auditId]);
       // Unless a consumer already quarantined it again (it is then `held` with one more occurrence).
-      if (rows[0]) await client.query(`UPDATE ${this.t.quarantine} SET status = 'held' WHERE id = $1 AND status = 'replayed'`, [rows[0].quarantine_id]);
+      if (rows[0]) await run(`UPDATE ${this.t.quarantine} SET status = 'held' WHERE id = $1 AND status = 'replayed'`, [rows[0].quarantine_id]);
     });
   }
 
-  private query(text: string, values: unknown[] = []): Promise<PgQueryResult> {
-    return queryOnPool(this.pool, text, values);
+  /** One statement on its own (autocommit). */
+  private query(text: string, values: readonly unknown[] = []): Promise<SqlResult> {
+    return this.driver.read((query) => query({ text, values }));
   }
 
-  private async transaction<T>(work: (client: C) => Promise<T>): Promise<T> {
-    let client: C;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw classifyPostgresError(error);
-    }
-    let broken = false;
-    const onError = (error: Error) => {
-      broken = true;
-      this.logger?.warn("PostgreSQL session lost during an operator transaction", { error: error.message });
-    };
-    client.on("error", onError);
-    try {
-      await client.query("BEGIN");
-      const result = await work(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      broken ||= isPostgresConnectionLoss(error);
-      if (!broken) await client.query("ROLLBACK").catch(() => { broken = true; });
-      throw classifyPostgresError(error);
-    } finally {
-      client.removeListener("error", onError);
-      client.release(broken);
-    }
+  /** A short transaction of its own; `run` sends its statements in it. */
+  private transaction<T>(work: (run: (text: string, values?: readonly unknown[]) => Promise<SqlResult>) => Promise<T>): Promise<T> {
+    return this.driver.transaction(({ query }) => work(statementsOn(query)));
   }
 }
 
-function toDetail(r: Row): QuarantineDetail {
-  return {
-    id: Number(r.id), handler: String(r.handler),
-    tenant: (r.tenant as string | null) ?? null, eventId: (r.event_id as string | null) ?? null,
-    reason: String(r.reason), detail: String(r.detail), status: String(r.status) as QuarantineStatus,
-    fingerprint: (r.fingerprint as string | null) ?? null, storedFingerprint: (r.stored_fingerprint as string | null) ?? null,
-    occurrences: Number(r.occurrences), body: r.body as Buffer, bodyTruncated: Boolean(r.body_truncated),
-    properties: String(r.properties), queue: String(r.queue), eventTime: (r.event_time as Date | null) ?? null,
-    firstSeen: r.first_seen as Date, lastSeen: r.last_seen as Date,
-  };
-}
-
-function toAudit(r: Row): AuditRecord {
-  return {
-    id: Number(r.id), quarantineId: Number(r.quarantine_id), action: String(r.action) as AuditRecord["action"],
-    actor: String(r.actor), reason: String(r.reason), options: String(r.options), at: r.at as Date,
-    publishedAt: (r.published_at as Date | null) ?? null, failure: (r.failure as string | null) ?? null,
-  };
+function statementsOn(query: SqlQuery): (text: string, values?: readonly unknown[]) => Promise<SqlResult> {
+  return (text, values = []) => query({ text, values });
 }

@@ -1,18 +1,15 @@
 import { InboxConfigError } from "../../core/errors.js";
-import type { EventKey } from "../../core/event.js";
-import type { OutboxRecord } from "../../core/store.js";
 import { heldClaim } from "../../outbox/held-claim.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
+import { outboxRowOf } from "../sql/outbox-rows.js";
+import type { SqlDriver } from "../sql/sql-driver.js";
+import type { SqlRow } from "../sql/sql-query.js";
+import { postgresColumns } from "./columns.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
-import type { PgQuery, PgStatement } from "./pg-client.js";
-import type { PgClient, PgPool } from "./store.js";
-
-/**
- * The NOTIFY channel of every outbox; the payload is the schema of the table, so a relay only
- * wakes for its own outbox.
- */
-export const POSTGRES_OUTBOX_CHANNEL = "rabbit_inbox_outbox";
+import { POSTGRES_OUTBOX_CHANNEL } from "./outbox.js";
+import { type PgClient, type PgPool, checkOut } from "./pg-client.js";
+import { statementTag } from "./prepared-statements.js";
 
 /** A pool client that can LISTEN: pg's Client is an EventEmitter with these events too. */
 interface ListeningClient {
@@ -25,114 +22,31 @@ function canListen(client: PgClient): client is PgClient & ListeningClient {
   return typeof (client as unknown as Partial<ListeningClient>).removeAllListeners === "function";
 }
 
-/**
- * Checks a client out of the pool with an 'error' listener for as long as it is held: pg-pool
- * removes its own on checkout, and a session lost between statements (while a relay publishes)
- * would otherwise be an uncaught 'error' event. `release` destroys a client whose session broke.
- */
-async function checkOut<C extends PgClient>(pool: PgPool<C>): Promise<{ client: C; release: (broken: boolean) => void }> {
-  let client: C;
-  try {
-    client = await pool.connect();
-  } catch (error) {
-    throw classifyPostgresError(error);
-  }
-  let lost = false;
-  const onError = () => { lost = true; };
-  client.on("error", onError);
-  let released = false;
-  return {
-    client,
-    release: (broken) => {
-      if (released) return;
-      released = true;
-      client.removeListener("error", onError);
-      client.release(broken || lost);
-    },
-  };
-}
-
 /** PostgreSQL text cannot hold U+0000 (22021); error texts come from brokers and sockets. */
 const withoutNul = (text: string) => text.replaceAll("\u0000", "");
 
 /**
- * The outbox statements that run on a connection the caller already holds: the write, inside
- * the inbox transaction, and the duplicates' resend nudge. Shared by PostgresOutbox (a pooled pg
- * client) and PostgresExecutorStore (a data layer's transaction).
+ * The relay's side of the outbox on PostgreSQL. A claim is a transaction of its own, on a client
+ * it keeps while the rows are published, holding them `FOR UPDATE SKIP LOCKED` until it marks
+ * them: a second relay skips them, and a relay that dies rolls back, so its rows stay pending and
+ * go out again. A relay wakes on the NOTIFY of the writes (outbox.ts) through `listen`.
  */
-export class PostgresOutboxWrites {
-  private readonly sql: ReturnType<typeof outboxStatements>;
-
-  constructor(
-    prefix: string,
-    tag: string,
-    /** The configured schema, or null to use the session's current_schema(). */
-    private readonly schema: string | null,
-  ) {
-    this.sql = outboxStatements(prefix, tag);
-  }
-
-  /** Inserts the records in order (ids follow the order); returns how many were new. */
-  async write(query: PgQuery, records: readonly OutboxRecord[]): Promise<number> {
-    if (records.length === 0) return 0;
-    const { rows } = await query({
-      name: this.sql.writeName, text: this.sql.write,
-      values: [
-        records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
-        records.map((r) => r.body), records.map((r) => r.properties), records.map((r) => r.orderingKey),
-        records.map((r) => r.source?.tenant ?? null), records.map((r) => r.source?.handler ?? null),
-        records.map((r) => r.source?.eventId ?? null), this.schema,
-      ],
-    });
-    return Number(rows[0]?.n ?? 0);
-  }
-
-  /** Makes the unsent rows of these events due now (one autocommit statement); returns how many. */
-  async resend(query: PgQuery, handler: string, keys: readonly EventKey[]): Promise<number> {
-    if (keys.length === 0) return 0;
-    const { rows } = await query({
-      name: this.sql.resendName, text: this.sql.resend,
-      values: [handler, keys.map((k) => k.tenant), keys.map((k) => k.eventId), this.schema],
-    });
-    return Number(rows[0]?.n ?? 0);
-  }
-}
-
-/**
- * The outbox on PostgreSQL. Writes join the inbox transaction and NOTIFY in the same statement
- * (delivered at COMMIT, never for a rollback). A relay's claim is a transaction holding the
- * claimed rows `FOR UPDATE SKIP LOCKED` until it marks them: a second relay skips them, and a
- * relay that dies rolls back, so its rows stay pending and go out again.
- */
-export class PostgresOutbox<C extends PgClient> {
-  private readonly sql: ReturnType<typeof outboxStatements>;
-  private readonly writes: PostgresOutboxWrites;
+export class PostgresOutboxRelay<C extends PgClient> {
+  private readonly sql: ReturnType<typeof relayStatements>;
+  /** The configured schema, or null to use the session's current_schema(). */
+  private readonly schema: string | null;
   /** The last ordering key a claim served: the next claim's key walk starts after it. */
   private keyCursor: string | null = null;
 
-  constructor(
-    private readonly pool: PgPool<C>,
-    prefix: string,
-    tag: string,
-    /** The configured schema, or null to use the session's current_schema(). */
-    private readonly schema: string | null,
-  ) {
-    this.sql = outboxStatements(prefix, tag);
-    this.writes = new PostgresOutboxWrites(prefix, tag, schema);
+  constructor(private readonly pool: PgPool<C>, private readonly driver: SqlDriver<C>, prefix: string, schema: string | undefined) {
+    this.sql = relayStatements(prefix, statementTag(schema ?? ""));
+    this.schema = schema ?? null;
   }
 
-  /** Inserts the records in order (ids follow the order); returns how many were new. */
-  write(query: PgQuery, records: readonly OutboxRecord[]): Promise<number> {
-    return this.writes.write(query, records);
-  }
-
-  resend(handler: string, keys: readonly EventKey[]): Promise<number> {
-    return this.writes.resend((statement) => this.autocommit(statement), handler, keys);
-  }
-
+  /** Deletes up to `limit` rows sent before `sentBefore`, skipping rows a relay holds; returns how many. */
   async cleanup(sentBefore: Date, limit: number): Promise<number> {
-    const { rowCount } = await this.autocommit({ name: this.sql.cleanupName, text: this.sql.cleanup, values: [sentBefore, limit] });
-    return rowCount ?? 0;
+    const { affected } = await this.driver.read((query) => query({ name: this.sql.cleanupName, text: this.sql.cleanup, values: [sentBefore, limit] }));
+    return affected;
   }
 
   async claim(limit: number): Promise<OutboxClaim | null> {
@@ -240,33 +154,9 @@ export class PostgresOutbox<C extends PgClient> {
     }
     return { close: () => { close(); return Promise.resolve(); } };
   }
-
-  private async autocommit(query: PgStatement) {
-    const { client, release } = await checkOut(this.pool);
-    let broken = false;
-    try {
-      return await client.query(query);
-    } catch (error) {
-      broken = isPostgresConnectionLoss(error);
-      throw classifyPostgresError(error);
-    } finally {
-      release(broken);
-    }
-  }
 }
 
-function toRow(r: Record<string, unknown>): OutboxRow {
-  return {
-    id: Number(r.id),
-    messageId: String(r.message_id),
-    exchange: String(r.exchange),
-    routingKey: String(r.routing_key),
-    body: r.body as Buffer,
-    properties: (r.properties ?? {}) as Record<string, unknown>,
-    orderingKey: (r.ordering_key as string | null) ?? null,
-    attempts: Number(r.attempts),
-  };
-}
+const toRow = (r: SqlRow): OutboxRow => outboxRowOf(postgresColumns, r);
 
 const COLUMNS = "o.id, o.message_id, o.exchange, o.routing_key, o.body, o.properties, o.ordering_key, o.attempts";
 
@@ -290,34 +180,9 @@ function walkStatement(t: string, anchorBound: string, stepBound: string, limit:
     SELECT ordering_key, id FROM walk WHERE due LIMIT ${limit}`;
 }
 
-function outboxStatements(prefix: string, tag: string) {
+function relayStatements(prefix: string, tag: string) {
   const t = `${prefix}rabbit_inbox_outbox`;
-  // NOTIFY in the writing statement itself: no extra round trip, and delivered only at COMMIT.
-  const notify = (schemaParam: string) => `SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce(${schemaParam}::text, current_schema(), ''))`;
   return {
-    writeName: `ri_outbox_write${tag}`,
-    write: `WITH ins AS (
-        INSERT INTO ${t} (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id)
-        SELECT m, e, k, b, p, o, st, sh, se
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[], $7::text[], $8::text[], $9::text[])
-          WITH ORDINALITY AS r(m, e, k, b, p, o, st, sh, se, ord)
-        ORDER BY ord
-        ON CONFLICT (message_id) DO NOTHING
-        RETURNING 1),
-      note AS (${notify("$10")} FROM (SELECT 1 FROM ins LIMIT 1) one)
-      SELECT (SELECT count(*) FROM ins)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
-    resendName: `ri_outbox_resend${tag}`,
-    // Rows a relay is publishing right now are locked: skipped, they are on their way.
-    resend: `WITH due AS (
-        UPDATE ${t} SET available_at = now()
-        WHERE id IN (
-          SELECT o.id FROM ${t} o
-          JOIN unnest($2::text[], $3::text[]) AS k(tenant, event_id) ON o.source_tenant = k.tenant AND o.source_event_id = k.event_id
-          WHERE o.source_handler = $1 AND o.sent_at IS NULL
-          FOR UPDATE OF o SKIP LOCKED)
-        RETURNING 1),
-      note AS (${notify("$4")} FROM (SELECT 1 FROM due LIMIT 1) one)
-      SELECT (SELECT count(*) FROM due)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
     unorderedName: `ri_outbox_unordered${tag}`,
     // Rows without an ordering key: any due ones, through the index of due unordered rows.
     unordered: `SELECT ${COLUMNS} FROM ${t} o

@@ -1,49 +1,68 @@
-import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
-import type { PgClient, PgPool, PgQueryResult } from "./store.js";
+import type { SqlResult, SqlStatement } from "../sql/sql-query.js";
+import { classifyPostgresError } from "./errors.js";
 
-/**
- * One statement with `$1`-style placeholders. `name` lets node-postgres prepare it once per
- * connection; a data layer's executor (Kysely, Knex, Drizzle, Prisma) ignores it.
- */
-export interface PgStatement {
-  name?: string;
-  text: string;
-  values: unknown[];
+/** The slice of node-postgres the store uses; `pg.Pool` and `pg.PoolClient` fit it. */
+export interface PgQueryResult {
+  rows: Array<Record<string, unknown>>;
+  rowCount: number | null;
+}
+export interface PgClient {
+  query(config: { text: string; values?: unknown[]; name?: string }): Promise<PgQueryResult>;
+  query(text: string, values?: unknown[]): Promise<PgQueryResult>;
+  release(destroy?: boolean | Error): void;
+  on(event: "error", listener: (error: Error) => void): unknown;
+  removeListener(event: "error", listener: (error: Error) => void): unknown;
+}
+export interface PgPool<C extends PgClient = PgClient> {
+  connect(): Promise<C>;
+  end(): Promise<void>;
+  on(event: "error", listener: (error: Error) => void): unknown;
 }
 
 /**
- * Runs one statement on the connection (and inside the transaction) the caller holds: a pooled
- * pg client for PostgresStore, the data layer's transaction for PostgresExecutorStore. The inbox
- * SQL is written once against this, whoever owns the connection.
+ * A client checked out of the pool, with an 'error' listener for as long as it is held: pg-pool
+ * removes its own on checkout, and a session lost while no query runs (between statements, in a
+ * hook, while a relay publishes) would otherwise be an uncaught 'error' event.
  */
-export type PgQuery = (statement: PgStatement) => Promise<PgQueryResult>;
+export interface PgCheckout<C extends PgClient> {
+  readonly client: C;
+  /** True once the client emitted 'error': its session cannot be trusted any more. */
+  readonly lost: boolean;
+  /** Gives the client back, destroyed when `broken` or lost; only the first call counts. */
+  readonly release: (broken: boolean) => void;
+}
 
-/**
- * Runs `SAVEPOINT <name>` then the statement, in one round trip where the connection allows it
- * (PostgresStore: one simple query, the parameters inlined as literals), and gives the
- * statement's result. A statement that fails leaves the transaction usable through
- * `ROLLBACK TO SAVEPOINT <name>`.
- */
-export type PgQueryInSavepoint = (savepoint: string, statement: PgStatement) => Promise<PgQueryResult>;
-
-/**
- * One statement on a client borrowed from the pool, outside any transaction: errors classified,
- * and a client whose session broke destroyed rather than returned to the pool.
- */
-export async function queryOnPool<C extends PgClient>(pool: PgPool<C>, text: string, values: unknown[] = []): Promise<PgQueryResult> {
+/** Checks a client out of the pool; a failure to connect is classified. */
+export async function checkOut<C extends PgClient>(pool: PgPool<C>): Promise<PgCheckout<C>> {
   let client: C;
   try {
     client = await pool.connect();
   } catch (error) {
     throw classifyPostgresError(error);
   }
-  let broken = false;
-  try {
-    return await client.query(text, values);
-  } catch (error) {
-    broken = isPostgresConnectionLoss(error);
-    throw classifyPostgresError(error);
-  } finally {
-    client.release(broken);
-  }
+  let lost = false;
+  let released = false;
+  const onError = () => { lost = true; };
+  client.on("error", onError);
+  return {
+    client,
+    get lost() { return lost; },
+    release: (broken) => {
+      if (released) return;
+      released = true;
+      client.removeListener("error", onError);
+      // A client whose session broke is destroyed, never returned to the pool.
+      client.release(broken || lost);
+    },
+  };
+}
+
+/** A statement as node-postgres takes it: it only reads the values, so the readonly array is lent as is. */
+export function pgStatement(statement: SqlStatement): { text: string; values: unknown[]; name?: string } {
+  return statement as { text: string; values: unknown[]; name?: string };
+}
+
+/** node-postgres's result as every dialect's: a command without a row count touched none. */
+export function sqlResult(result: PgQueryResult): SqlResult {
+  return { rows: result.rows, affected: result.rowCount ?? 0 };
 }

@@ -1,0 +1,54 @@
+import type { Logger } from "../../core/logger.js";
+import { PooledDriver } from "../sql/pooled-driver.js";
+import type { SqlQuery } from "../sql/sql-query.js";
+import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
+import { type PgCheckout, type PgClient, type PgPool, checkOut, pgStatement, sqlResult } from "./pg-client.js";
+import { PreparedStatements } from "./prepared-statements.js";
+import { PostgresSession } from "./session.js";
+
+/** The slice of node-postgres the store uses (`pg.Pool` and `pg.PoolClient` fit it), as users import it. */
+export type { PgClient, PgPool, PgQueryResult } from "./pg-client.js";
+
+/**
+ * The store's own pool: one client per transaction under READ COMMITTED, its session
+ * (PostgresSession) sending BEGIN with the first statement. A concurrent insert of the same key
+ * waits for the other transaction, then sees its row or inserts (it rolled back): the primary
+ * key is the backstop, never a prior SELECT.
+ */
+export class PostgresDriver<C extends PgClient> extends PooledDriver<PgCheckout<C>, C> {
+  /** Lets a transaction's first statement go as `BEGIN; EXECUTE` once its client prepared it. */
+  private readonly preparedStatements = new PreparedStatements();
+
+  constructor(readonly pool: PgPool<C>, private readonly ownsPool: boolean, private readonly logger: Logger) {
+    super();
+  }
+
+  protected acquire(): Promise<PgCheckout<C>> {
+    return checkOut(this.pool);
+  }
+
+  protected release(checkout: PgCheckout<C>, broken: boolean): void {
+    checkout.release(broken);
+  }
+
+  protected startSession(checkout: PgCheckout<C>): PostgresSession<C> {
+    return new PostgresSession(checkout, this.preparedStatements, this.logger);
+  }
+
+  protected autocommit(checkout: PgCheckout<C>): SqlQuery {
+    return async (statement) => sqlResult(await checkout.client.query(pgStatement(statement)));
+  }
+
+  protected isConnectionLoss(error: unknown): boolean {
+    return isPostgresConnectionLoss(error);
+  }
+
+  protected classify(error: unknown, duringCommit: boolean): unknown {
+    return classifyPostgresError(error, duringCommit);
+  }
+
+  /** Ends the pool only if the store created it. */
+  async close(): Promise<void> {
+    if (this.ownsPool) await this.pool.end();
+  }
+}
