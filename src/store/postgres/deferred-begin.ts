@@ -5,10 +5,11 @@ import type { PreparedStatements } from "./prepared-statements.js";
 /**
  * One transaction on a pooled pg client whose BEGIN travels with its first statement: node-
  * postgres sends one query per round trip, so a separate BEGIN costs a round trip and a socket
- * write per transaction (in strict mode, one in four). When the first statement is the inbox's
- * own (a claim, a redelivery count) and its parameters are plain text, it is sent as the simple
- * query `BEGIN; <statement with its parameters as quoted literals>`. Anything else (a Buffer, a
- * NUL, the user's own SQL through `handle`) first sends a plain BEGIN, queued by pg ahead of it.
+ * write per transaction, a large share of a strict-mode transaction's few statements. When the
+ * first statement is the inbox's own (a claim, a redelivery count) and its parameters are plain
+ * text, it is sent as the simple query `BEGIN; <statement with its parameters as quoted
+ * literals>`. Anything else (a Buffer, a NUL, the user's own SQL through `handle`) first sends a
+ * plain BEGIN, queued by pg ahead of it.
  * With a `PreparedStatements` registry, a named first statement that the client has already
  * prepared goes as `BEGIN; EXECUTE "name"(<literals>)` instead: no parse and plan per transaction.
  */
