@@ -1,0 +1,74 @@
+import { EventEmitter } from "node:events";
+import { describe, expect, it } from "vitest";
+import { TransientStoreError } from "../../src/core/errors.js";
+import { type PgClient, type PgPool, PostgresStore } from "../../src/store/postgres/index.js";
+
+/**
+ * A pg client as node-postgres builds it: an EventEmitter that emits 'error' when its connection
+ * ends unexpectedly, even while a query is in flight (the query is rejected as well).
+ */
+class FakeClient extends EventEmitter {
+  readonly sent: string[] = [];
+  readonly released: Array<boolean | Error | undefined> = [];
+  constructor(private readonly answer: (text: string) => Promise<unknown>) {
+    super();
+  }
+  query(config: string | { text: string }): Promise<unknown> {
+    const text = typeof config === "string" ? config : config.text;
+    this.sent.push(text);
+    return this.answer(text);
+  }
+  release(destroy?: boolean | Error): void {
+    this.released.push(destroy);
+  }
+}
+
+function storeOver(client: FakeClient): PostgresStore {
+  const pool: PgPool = {
+    connect: () => Promise.resolve(client as unknown as PgClient),
+    end: () => Promise.resolve(),
+    on: () => pool,
+  };
+  return new PostgresStore({ pool });
+}
+
+describe("PostgresDriver (the store's own pool)", () => {
+  it("a session that ends during a read is a classified connection loss, and the client is destroyed, not an uncaught 'error'", async () => {
+    const client = new FakeClient(() => new Promise((_resolve, reject) => {
+      setImmediate(() => {
+        const error = new Error("Connection terminated unexpectedly");
+        // node-postgres: both the 'error' event and the query's rejection.
+        client.emit("error", error);
+        reject(error);
+      });
+    }));
+    const failed = await storeOver(client).countInbox("h").then(() => null, (error: unknown) => error);
+    expect(failed).toBeInstanceOf(TransientStoreError);
+    expect((failed as TransientStoreError).kind).toBe("connection");
+    expect(client.released).toEqual([true]);
+    // The listener is gone with the client: nothing of the store stays attached to it.
+    expect(client.listenerCount("error")).toBe(0);
+  });
+
+  it("a transaction that sent nothing sends neither BEGIN nor COMMIT, and gives the client back whole", async () => {
+    const client = new FakeClient(() => Promise.resolve({ rows: [], rowCount: 0 }));
+    expect(await storeOver(client).transaction(() => Promise.resolve("done"))).toBe("done");
+    expect(client.sent).toEqual([]);
+    expect(client.released).toEqual([false]);
+    expect(client.listenerCount("error")).toBe(0);
+  });
+
+  it("a COMMIT answered by ROLLBACK is a TransientStoreError: nothing is reported committed, no ROLLBACK follows", async () => {
+    const client = new FakeClient((text) => Promise.resolve(
+      text === "COMMIT" ? { command: "ROLLBACK", rows: [], rowCount: null }
+        : text.startsWith("BEGIN;") ? [{ rows: [], rowCount: null }, { rows: [{ n: 0 }], rowCount: 1 }] : { rows: [], rowCount: 0 },
+    ));
+    const failed = await storeOver(client).transaction((tx) => tx.countRedelivery!("h", { tenant: "t", eventId: "e" }))
+      .then(() => null, (error: unknown) => error);
+    expect(failed).toBeInstanceOf(TransientStoreError);
+    expect((failed as Error).message).toContain("aborted by an earlier failed statement");
+    expect(client.sent.at(-1)).toBe("COMMIT");
+    expect(client.sent.filter((text) => text === "ROLLBACK")).toEqual([]);
+    expect(client.released).toEqual([false]);
+  });
+});
