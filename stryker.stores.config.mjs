@@ -9,9 +9,8 @@ export default {
   ...base,
   vitest: { configFile: "vitest.stryker-stores.config.ts" },
   mutate: [
-    "src/store/postgres/postgres-claim-guards.ts",
-    // claim and insertBatch.
-    "src/store/postgres/postgres-inbox-sql.ts:32-84",
+    // The claim, insertBatch, the guard statements and their SQL.
+    "src/store/postgres/claim.ts",
     "src/store/mysql/mysql-claim-guards.ts",
     // claim and claimChunk: the length checks, and which keys the INSERT claimed.
     "src/store/mysql/mysql-store.ts:310-370",
