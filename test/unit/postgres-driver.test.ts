@@ -2,6 +2,7 @@ import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
 import { type PgClient, type PgPool, PostgresStore } from "../../src/store/postgres/index.js";
+import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 
 /**
  * A pg client as node-postgres builds it: an EventEmitter that emits 'error' when its connection
@@ -23,13 +24,13 @@ class FakeClient extends EventEmitter {
   }
 }
 
-function storeOver(client: FakeClient): PostgresStore {
+function storeOver(client: FakeClient, lines: LogLine[] = []): PostgresStore {
   const pool: PgPool = {
     connect: () => Promise.resolve(client as unknown as PgClient),
     end: () => Promise.resolve(),
     on: () => pool,
   };
-  return new PostgresStore({ pool });
+  return new PostgresStore({ pool, logger: recordingLogger(lines) });
 }
 
 describe("PostgresDriver (the store's own pool)", () => {
@@ -70,5 +71,23 @@ describe("PostgresDriver (the store's own pool)", () => {
     expect(client.sent.at(-1)).toBe("COMMIT");
     expect(client.sent.filter((text) => text === "ROLLBACK")).toEqual([]);
     expect(client.released).toEqual([false]);
+  });
+
+  it("a session lost between a transaction's statements is logged once, fails the transaction and destroys the client", async () => {
+    const client = new FakeClient((text) => Promise.resolve(
+      text.startsWith("BEGIN;") ? [{ rows: [], rowCount: null }, { rows: [{ redeliveries: 1 }], rowCount: 1 }] : { rows: [], rowCount: 0 },
+    ));
+    const lines: LogLine[] = [];
+    const failed = await storeOver(client, lines).transaction(async (tx) => {
+      await tx.countRedelivery!("h", { tenant: "t", eventId: "e" });
+      client.emit("error", new Error("terminating connection due to administrator command"));
+      throw Object.assign(new Error("Connection terminated unexpectedly"), { code: "57P01" });
+    }).then(() => null, (error: unknown) => error);
+    expect(failed).toBeInstanceOf(TransientStoreError);
+    expect(logged(lines, "PostgreSQL session lost during a transaction")).toHaveLength(1);
+    // No ROLLBACK on a lost session, and the client is not given back to the pool.
+    expect(client.sent.filter((text) => text === "ROLLBACK")).toEqual([]);
+    expect(client.released).toEqual([true]);
+    expect(client.listenerCount("error")).toBe(0);
   });
 });

@@ -28,6 +28,8 @@ export interface PgCheckout<C extends PgClient> {
   readonly client: C;
   /** True once the client emitted 'error': its session cannot be trusted any more. */
   readonly lost: boolean;
+  /** Hears that 'error' while set (a transaction logs it); one listener serves the whole checkout. */
+  onLost: ((error: Error) => void) | undefined;
   /** Gives the client back, destroyed when `broken` or lost; only the first call counts. */
   readonly release: (broken: boolean) => void;
 }
@@ -42,11 +44,10 @@ export async function checkOut<C extends PgClient>(pool: PgPool<C>): Promise<PgC
   }
   let lost = false;
   let released = false;
-  const onError = () => { lost = true; };
-  client.on("error", onError);
-  return {
+  const checkout: PgCheckout<C> = {
     client,
     get lost() { return lost; },
+    onLost: undefined,
     release: (broken) => {
       if (released) return;
       released = true;
@@ -55,6 +56,12 @@ export async function checkOut<C extends PgClient>(pool: PgPool<C>): Promise<PgC
       client.release(broken || lost);
     },
   };
+  const onError = (error: Error) => {
+    lost = true;
+    checkout.onLost?.(error);
+  };
+  client.on("error", onError);
+  return checkout;
 }
 
 /** A statement as node-postgres takes it: it only reads the values, so the readonly array is lent as is. */

@@ -9,19 +9,17 @@ import type { PreparedStatements } from "./prepared-statements.js";
 
 /**
  * One transaction on a pooled pg client, BEGIN travelling with its first statement (see
- * DeferredBegin). It listens for the client's 'error' while it runs, so that a session
- * terminated between statements marks the client broken instead of crashing the process.
+ * DeferredBegin). A session terminated between statements (the client's 'error', heard by its
+ * checkout) marks the client broken, and is logged.
  */
 export class PostgresSession<C extends PgClient> implements PooledSession<C>, SavepointSession {
   private readonly deferred: DeferredBegin<C>;
-  private readonly onError: (error: Error) => void;
   readonly query: SqlQuery;
 
   constructor(private readonly checkout: PgCheckout<C>, statements: PreparedStatements, logger: Logger) {
     this.deferred = new DeferredBegin(checkout.client, statements);
     this.query = async (statement) => sqlResult(await this.deferred.query(statement));
-    this.onError = (error) => logger.warn("PostgreSQL session lost during a transaction", { error: error.message });
-    checkout.client.on("error", this.onError);
+    checkout.onLost = (error) => logger.warn("PostgreSQL session lost during a transaction", { error: error.message });
   }
 
   /** The client for the handler: BEGIN is queued before anything it sends. */
@@ -66,6 +64,6 @@ export class PostgresSession<C extends PgClient> implements PooledSession<C>, Sa
   }
 
   end(): void {
-    this.checkout.client.removeListener("error", this.onError);
+    this.checkout.onLost = undefined;
   }
 }
