@@ -19,7 +19,7 @@ export class PostgresDriver<C extends PgClient> extends PooledDriver<PgCheckout<
   /** Lets a transaction's first statement go as `BEGIN; EXECUTE` once its client prepared it. */
   private readonly preparedStatements = new PreparedStatements();
 
-  constructor(readonly pool: PgPool<C>, private readonly ownsPool: boolean, private readonly logger: Logger) {
+  constructor(private readonly pool: PgPool<C>, private readonly ownsPool: boolean, private readonly logger: Logger) {
     super();
   }
 
