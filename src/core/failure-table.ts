@@ -52,6 +52,7 @@ export const failureTable: readonly FailureRow[] = [
   { kind: "retry-later", messages: "several", retries: "any", delayedRetry: "any", refusable: "any", action: "isolate" },
   { kind: "retry-later", messages: "one", retries: "any", delayedRetry: "any", refusable: "yes", action: "set-aside" },
   { kind: "retry-later", messages: "one", retries: "any", delayedRetry: "any", refusable: "no", action: "quarantine" },
+  { kind: "config", messages: "any", retries: "any", delayedRetry: "any", refusable: "any", action: "fail" },
 ];
 
 /**
