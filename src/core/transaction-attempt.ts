@@ -56,14 +56,20 @@ export async function runAttempt<E, Tx>(
   });
   if (poisoned.length > 0) return { rollBack: poisoned };
 
-  const toApply = toClaim.filter((p) => decisions[p.index]!.action === "apply").sort((a, b) => a.index - b.index); // the handler sees delivery order
+  const replacing = new Set<number>();
+  const toApply = toClaim.filter((p) => {
+    const d = decisions[p.index]!;
+    if (d.action === "apply" && d.replacing) replacing.add(p.index);
+    return d.action === "apply";
+  });
+  toApply.sort((a, b) => a.index - b.index); // the handler sees delivery order
   if (toApply.length > 0) {
     // Outbox rows (ctx.publish) are collected per event and written in this transaction once
     // the handler accepted the batch; a refused or failed attempt leaves none behind.
     const outbox = toApply.map((p) => {
       const source: OutboxSource = { tenant: p.key.tenant, handler: context.handlerName, eventId: p.key.eventId };
       // A version that replaced an applied one gets its own message ids and idempotency keys.
-      if ((decisions[p.index] as Extract<ClaimDecision, { action: "apply" }>).replacing) source.version = p.fingerprint;
+      if (replacing.has(p.index)) source.version = p.fingerprint;
       return new OutboxWriter(source);
     });
     const refusals = await runHandler(context.handler, context.handlerName, tx, messages, toApply, outbox);
