@@ -7,7 +7,11 @@
 import { describe, expect, it } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
 import { transactionOrRollBack } from "../../src/core/rollback.js";
-import { MemoryStore } from "../support/memory-store.js";
+import type { StoreTransaction } from "../../src/core/store.js";
+import { classifyMysqlError } from "../../src/store/mysql/classify-mysql-error.js";
+import { classifyPostgresError } from "../../src/store/postgres/classify-postgres-error.js";
+import { classifySqliteError } from "../../src/store/sqlite/classify-sqlite-error.js";
+import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 
 const key = { tenant: "t1", eventId: "e-1" };
 
@@ -59,5 +63,25 @@ describe("transactionOrRollBack", () => {
       transactionOrRollBack(store, () => Promise.resolve({ commit: "b" })),
     ]);
     expect([a, b]).toEqual([{ rollBack: "a" }, { commit: "b" }]);
+  });
+
+  it.each([
+    ["PostgreSQL", (e: unknown) => classifyPostgresError(e, false)],
+    ["PostgreSQL, during COMMIT", (e: unknown) => classifyPostgresError(e, true)],
+    ["MySQL", (e: unknown) => classifyMysqlError(e, false)],
+    ["MySQL, during COMMIT", (e: unknown) => classifyMysqlError(e, true)],
+    ["SQLite", classifySqliteError],
+  ] as const)("a rollback survives the %s store's error classification (never taken for a lost connection)", async (_name, classify) => {
+    class ClassifyingStore extends MemoryStore {
+      override async transaction<T>(work: (tx: StoreTransaction<MemoryHandle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
+        try {
+          return await super.transaction(work, beforeCommit);
+        } catch (error) {
+          throw classify(error);
+        }
+      }
+    }
+    const store = new ClassifyingStore();
+    expect(await transactionOrRollBack(store, () => Promise.resolve({ rollBack: "refused" }))).toEqual({ rollBack: "refused" });
   });
 });
