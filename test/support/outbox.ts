@@ -10,6 +10,7 @@ import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js"
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "./broker.js";
 import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
+import type { TestDatabaseKind } from "./test-databases.js";
 
 /**
  * Support for the outbox integration tests: a database per test (PostgreSQL schema, MySQL/MariaDB
@@ -17,8 +18,6 @@ import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databas
  * reaches an exchange, and a TCP proxy in front of the broker that a test can cut and restore.
  */
 
-export type OutboxDatabaseKind = "postgres" | "sqlite" | "mysql";
-export const OUTBOX_DATABASES: readonly OutboxDatabaseKind[] = ["postgres", "sqlite", "mysql"];
 /** A store with an outbox, as the outbox tests open them. */
 export type OutboxTestStore = PostgresStore | SqliteStore | MysqlStore;
 
@@ -35,7 +34,7 @@ export interface OutboxTableRow {
 }
 
 export interface OutboxTestDatabase {
-  kind: OutboxDatabaseKind;
+  kind: TestDatabaseKind;
   /** DATABASE_URL for child processes: a search_path URL, a MySQL database URL or the SQLite file. */
   url: string;
   /** Opens another store on the same database (another "process"). */
@@ -93,7 +92,7 @@ export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "e
   };
 }
 
-export async function createOutboxDatabase(kind: OutboxDatabaseKind): Promise<OutboxTestDatabase> {
+export async function createOutboxDatabase(kind: TestDatabaseKind): Promise<OutboxTestDatabase> {
   if (kind === "postgres") {
     const schema = await createPgSchema();
     return {
