@@ -11,7 +11,8 @@ import { promisify } from "node:util";
 import mysql from "mysql2/promise";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { LedgerProcess, accountOpened, balanceAdjusted } from "../../examples/ledger/harness.js";
+import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { LedgerProcess } from "../support/ledger/ledger-process.js";
 import { seededRandom, useLedgerTest } from "../support/ledger-harness.js";
 import { type TestDatabaseKind, onSelectedDatabases } from "../support/test-databases.js";
 

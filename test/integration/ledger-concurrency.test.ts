@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { type LedgerMessage, type SettledCounts, accountOpened, balanceAdjusted, waitUntil } from "../../examples/ledger/harness.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import type { SettledCounts } from "../support/ledger/ledger-process.js";
+import { waitUntil } from "../support/ledger/wait-until.js";
 import { seededRandom, useLedgerTest } from "../support/ledger-harness.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { accountOpened, balanceAdjusted, headerText } from "../../examples/ledger/harness.js";
+import { headerText } from "../support/ledger/broker-client.js";
+import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 

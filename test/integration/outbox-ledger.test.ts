@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
-import { REPO_ROOT, accountOpened, amqpUrlFromEnv, balanceAdjusted } from "../../examples/ledger/harness.js";
+import { REPO_ROOT, amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
+import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
 import { outboxMessageId } from "../../src/index.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { ExchangeTap, deleteExchanges, eventually, outboxTableAt, sleep } from "../support/outbox.js";

@@ -1,8 +1,10 @@
 import { afterEach, beforeEach } from "vitest";
-import {
-  BrokerClient, type CliBalance, type CliQuarantine, type ExitStatus, LedgerProcess, type LedgerProcessOptions, type LedgerTables,
-  cliBalances, cliQuarantine, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, partitionExchangeNames, randomQueueName, readLedgerTables,
-} from "../../examples/ledger/harness.js";
+import { BrokerClient } from "./ledger/broker-client.js";
+import { type CliBalance, type CliQuarantine, cliBalances, cliQuarantine } from "./ledger/ledger-cli.js";
+import { LedgerProcess, type LedgerProcessOptions, killAllLedgerProcesses } from "./ledger/ledger-process.js";
+import { type LedgerTables, readLedgerTables } from "./ledger/ledger-tables.js";
+import { ledgerExchangeNames, ledgerQueueNames, partitionExchangeNames, randomQueueName } from "./ledger/ledger-topology.js";
+import type { ExitStatus } from "./ledger/wait-until.js";
 import { createEmptyDatabase } from "./databases.js";
 import type { TestDatabaseKind } from "./test-databases.js";
 
