@@ -5,6 +5,7 @@ import type { ChannelModel, ConsumeMessage } from "amqplib";
 import mysql from "mysql2/promise";
 import pg from "pg";
 import Database from "better-sqlite3";
+import { databaseTargetOf } from "../../src/index.js";
 import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
@@ -49,9 +50,10 @@ const OUTBOX_ROWS_SQL = "SELECT id, message_id, exchange, ordering_key, source_e
 
 /** Plain-SQL access to the outbox table of a DATABASE_URL (postgres://..., mysql://... or an SQLite file). */
 export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "exec"> {
-  if (/^(mysql|mariadb):\/\//i.test(url)) {
+  const target = databaseTargetOf(url);
+  if (target.kind === "mysql") {
     const query = async (sql: string): Promise<Array<Record<string, unknown>>> => {
-      const connection = await mysql.createConnection(url.replace(/^mariadb:/i, "mysql:"));
+      const connection = await mysql.createConnection(target.address);
       try {
         return (await connection.query(sql))[0] as Array<Record<string, unknown>>;
       } finally {
@@ -63,7 +65,7 @@ export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "e
       exec: async (sql) => { await query(sql); },
     };
   }
-  if (/^postgres(ql)?:\/\//i.test(url)) {
+  if (target.kind === "postgres") {
     const query = async (sql: string): Promise<Array<Record<string, unknown>>> => {
       const client = new pg.Client({ connectionString: url });
       await client.connect();
@@ -79,7 +81,7 @@ export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "e
     };
   }
   const withDb = <T>(work: (db: Database.Database) => T): T => {
-    const db = new Database(url, { timeout: 5000 });
+    const db = new Database(target.address, { timeout: 5000 });
     try {
       return work(db);
     } finally {
