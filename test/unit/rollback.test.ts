@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
 import { transactionOrRollBack } from "../../src/core/rollback.js";
 import type { StoreTransaction } from "../../src/core/store.js";
-import { classifyMysqlError } from "../../src/store/mysql/classify-mysql-error.js";
+import { classifyMysqlError } from "../../src/store/mysql/errors.js";
 import { classifyPostgresError } from "../../src/store/postgres/classify-postgres-error.js";
 import { classifySqliteError } from "../../src/store/sqlite/classify-sqlite-error.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
