@@ -6,6 +6,7 @@ import { InboxPipeline } from "../core/pipeline.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import { BatchScheduler } from "./batch-scheduler.js";
 import { BrokerConnector } from "./broker-connection.js";
+import { partitionOf, prepareConsumerTopology } from "./consumer-topology.js";
 import type { BrokerSession } from "./broker-session.js";
 import { DeliveryRepublisher } from "./delivery-republisher.js";
 import { DeliverySettler, type OutcomeCounts } from "./delivery-settler.js";
@@ -16,7 +17,7 @@ import type { PartitionMembership } from "./partition-membership.js";
 import { type Delivery, QueueConsumer } from "./queue-consumer.js";
 import { ReconnectingSession } from "./reconnecting-session.js";
 import { retryAttemptOf } from "./retry-attempt.js";
-import { bindPartitionQueues, partitionQueueArguments, partitionQueueName, prepareTopology, preparePartitionExchange, retryQueueName } from "./topology.js";
+import { partitionQueueName } from "./topology.js";
 
 export type { InboxConsumerOptions, PartitionOptions } from "./inbox-consumer-options.js";
 export type { OutcomeCounts } from "./delivery-settler.js";
@@ -69,7 +70,10 @@ export class InboxConsumer<E, Tx> {
     this.membership = options.partitions ? partitionMembership(options.queue, options.partitions, logger, () => this.scheduleRebalance()) : undefined;
     this.broker = new ReconnectingSession({
       connector, confirmTimeoutMs: options.confirmTimeoutMs ?? 10_000, backoff: reconnectPolicy(options),
-      prepare: (session) => this.prepareTopology(session),
+      prepare: ({ connection, publishChannel }) => prepareConsumerTopology(connection, publishChannel, {
+        queue: options.queue, partitions: options.partitions, queueArguments: options.queueArguments, declare: options.declareTopology ?? true,
+        quarantineQueue: this.settings.quarantineQueue, retryDelays: this.settings.retryDelays,
+      }),
       activate: (session) => this.startConsuming(session),
       events: {
         lost: (session, what, error, reconnecting) => this.sessionLost(session, what, error, reconnecting),
@@ -225,24 +229,6 @@ export class InboxConsumer<E, Tx> {
     void this.stop();
   }
 
-  /** Declares or checks the queues on a new session, before it counts. */
-  private async prepareTopology(session: BrokerSession): Promise<void> {
-    const { queue, partitions, queueArguments } = this.options;
-    const { connection, publishChannel } = session;
-    const declare = this.options.declareTopology ?? true;
-    const exchange = partitions ? partitions.exchange ?? queue : undefined;
-    if (exchange !== undefined) await preparePartitionExchange(connection, exchange, declare);
-    for (const workQueue of this.workQueues()) {
-      await prepareTopology(connection, publishChannel, {
-        queue: workQueue, quarantineQueue: this.settings.quarantineQueue,
-        queueArguments: partitions ? partitionQueueArguments(queueArguments) : queueArguments,
-        retryQueues: this.settings.retryDelays.map((delayMs, i) => ({ name: retryQueueName(workQueue, i + 1), delayMs })),
-        declare,
-      });
-    }
-    if (exchange !== undefined && declare) await bindPartitionQueues(connection, exchange, this.workQueues());
-  }
-
   /** Consumes the work queue on a session that now counts, or joins the replicas that split the partitions. */
   private async startConsuming(session: BrokerSession): Promise<void> {
     this.consumers = new Map();
@@ -262,13 +248,6 @@ export class InboxConsumer<E, Tx> {
     this.batches.drop((d) => d.consumer.session === session);
     if (!reconnecting) return;
     this.logger.warn("AMQP session lost; reconnecting", { what, node: session.node, error: error ? redactSecrets(error.message) : undefined, session: session.id });
-  }
-
-  /** The queues deliveries come from: the work queue, or every partition queue. */
-  private workQueues(): string[] {
-    const { queue, partitions } = this.options;
-    if (!partitions) return [queue];
-    return Array.from({ length: partitions.count }, (_, p) => partitionQueueName(queue, p));
   }
 
   private async consume(session: BrokerSession, queue: string): Promise<void> {
@@ -339,8 +318,4 @@ export class InboxConsumer<E, Tx> {
       });
     }
   }
-}
-
-function partitionOf(queue: string): number {
-  return Number(queue.slice(queue.lastIndexOf(".p") + 2));
 }
