@@ -13,6 +13,7 @@ import type { Outcome } from "../../src/core/outcome.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { NODE_A, ackFrames, brokerClosedChannels, type fakeConsumer, fakeBrokerPerTest, settleTurns, until } from "../support/fake-consumer.js";
 import { logged } from "../support/recording-logger.js";
+import { MemoryStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
@@ -136,6 +137,37 @@ describe("a batch the pipeline rejects", () => {
     expect(bug).not.toBeInstanceOf(InboxError);
     expect(logged(lines, FATAL_LOG)[0]!.fields).toMatchObject({ handler: "fake-consumer", queue: "work", error: bug.message });
     expect(ackFrames(broker)).toEqual([]);
+    expect(broker.depth("work")).toEqual({ ready: 1, unacked: 0 });
+  });
+});
+
+describe("a configuration error met by the real pipeline", () => {
+  it("from the store: the consumer stops with it, and the delivery goes back untouched", async () => {
+    const store = new MemoryStore();
+    const configError = new InboxConfigError("handler name too long for this store");
+    store.script = () => { throw configError; };
+    const { consumer, lines } = start({ store, retryDelaysMs: [1000] });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await expect(consumer.whenStopped()).rejects.toBe(configError);
+    expect(ackFrames(broker)).toEqual([]);
+    expect(broker.framesOf("nack")).toEqual([]);
+    expect(copies()).toEqual([]);
+    expect(store.quarantined).toEqual([]);
+    expect(broker.depth("work")).toEqual({ ready: 1, unacked: 0 });
+    expect(logged(lines, FATAL_LOG)[0]!.fields).toMatchObject({ handler: "fake-consumer", queue: "work", code: "RI_CONFIG" });
+  });
+
+  it("from the handler: the same", async () => {
+    const configError = new InboxConfigError("handler fake-consumer: ctx.publish needs a store with an outbox");
+    const { consumer, store } = start({ handler: { name: "fake-consumer", handle: () => Promise.reject(configError) } });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await expect(consumer.whenStopped()).rejects.toBe(configError);
+    expect(ackFrames(broker)).toEqual([]);
+    expect(broker.framesOf("nack")).toEqual([]);
+    expect(copies()).toEqual([]);
+    expect(store.quarantined).toEqual([]);
     expect(broker.depth("work")).toEqual({ ready: 1, unacked: 0 });
   });
 });
