@@ -82,6 +82,17 @@ export async function schemaState(operations: InboxOperations): Promise<{ applie
 }
 
 /** Refuses to work on a schema this build does not match; the fix is one command. */
+/**
+ * An operator command's usual start: the database named by `--database-url`, `DATABASE_URL` or
+ * the default, refused with the fix when its schema is behind this build of the library.
+ */
+export function withCurrentSchema<T>(databaseUrl: string | undefined, work: (db: OpenedDatabase) => Promise<T>): Promise<T> {
+  return withDatabase(databaseUrlFrom(databaseUrl), async (db) => {
+    await requireCurrentSchema(db.operations);
+    return work(db);
+  });
+}
+
 export async function requireCurrentSchema(operations: InboxOperations): Promise<void> {
   const state = await schemaState(operations);
   if (state.missing.length > 0) {

@@ -55,6 +55,7 @@ export interface QuarantineRecord {
   eventTime?: Date | null;
 }
 
+/** A quarantine entry as `listQuarantine` returns it (the operator's side adds status and origin). */
 export interface QuarantineEntry {
   id: number;
   handler: string;
@@ -63,8 +64,10 @@ export interface QuarantineEntry {
   reason: string;
   detail: string;
   fingerprint: string | null;
+  /** A conflict: the fingerprint of the version the inbox applied first. */
   storedFingerprint: string | null;
   occurrences: number;
+  /** The raw body (cut at the consumer's cap when `bodyTruncated`). */
   body: Buffer;
   bodyTruncated: boolean;
   firstSeen: Date;
