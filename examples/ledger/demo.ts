@@ -7,10 +7,15 @@
 import { randomBytes } from "node:crypto";
 import { join, relative } from "node:path";
 import { describeError, redactSecrets } from "../../src/index.js";
-import {
-  BrokerClient, DEFAULT_AMQP_URL, type LedgerMessage, LedgerProcess, type LedgerTables, REPO_ROOT, accountOpened, balanceAdjusted,
-  headerText, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, readLedgerTables, waitUntil,
-} from "./harness.js";
+// The demo drives real ledger processes and reads the tables with the tests' own tools: it plays
+// a scenario and checks it, as a test does, but narrated.
+import { BrokerClient, headerText } from "../../test/support/ledger/broker-client.js";
+import { DEFAULT_AMQP_URL, REPO_ROOT } from "../../test/support/ledger/ledger-environment.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "../../test/support/ledger/ledger-messages.js";
+import { LedgerProcess, killAllLedgerProcesses } from "../../test/support/ledger/ledger-process.js";
+import { type LedgerTables, readLedgerTables } from "../../test/support/ledger/ledger-tables.js";
+import { ledgerExchangeNames, ledgerQueueNames } from "../../test/support/ledger/ledger-topology.js";
+import { waitUntil } from "../../test/support/ledger/wait-until.js";
 
 /** The ledger's delayed retries in the demo: short, so the refused adjustment settles in under a second. */
 const DEMO_RETRY_DELAYS_MS = [200, 500];

@@ -1,9 +1,7 @@
-import { mkdirSync } from "node:fs";
-import { dirname, resolve } from "node:path";
-import { type InboxHandler, InboxConfigError, type Logger, type OutboxRelayStore, type Store, redactSecrets } from "../../src/index.js";
-import { MysqlStore } from "../../src/store/mysql/index.js";
-import { PostgresStore } from "../../src/store/postgres/index.js";
-import { SqliteStore } from "../../src/store/sqlite/index.js";
+import { type DatabaseTarget, type InboxHandler, type Logger, type OutboxRelayStore, type Store, databaseTargetOf, openStore } from "../../src/index.js";
+import type { MysqlStore } from "../../src/store/mysql/index.js";
+import type { PostgresStore } from "../../src/store/postgres/index.js";
+import type { SqliteStore } from "../../src/store/sqlite/index.js";
 import type { LedgerEvent } from "./events.js";
 import { type LedgerHandlerOptions, ledgerHandler } from "./ledger-handler.js";
 import { mysqlLedgerSchema, mysqlLedgerSql } from "./ledger-mysql.js";
@@ -34,23 +32,20 @@ export interface LedgerDatabase {
 }
 
 /**
- * Opens the database named by DATABASE_URL: `postgres://` / `postgresql://`, `mysql://` /
- * `mariadb://`, or an SQLite file
- * (`sqlite:<path>`, `file:<path>` or a bare path; default ./data/ledger.sqlite). Creates the
- * inbox and ledger tables when missing.
+ * Opens the database named by DATABASE_URL (openStore: `postgres://` / `postgresql://`,
+ * `mysql://` / `mariadb://`, or an SQLite file as `sqlite:<path>`, `file:<path>` or a plain path;
+ * default ./data/ledger.sqlite). Creates the inbox and ledger tables when missing.
  */
 export async function openLedgerDatabase(url: string | undefined, logger: Logger, handlerOptions: LedgerHandlerOptions = {}): Promise<LedgerDatabase> {
-  const target = url?.trim() || DEFAULT_SQLITE_PATH;
-  if (/^postgres(ql)?:\/\//i.test(target)) return openPostgres(target, logger, handlerOptions);
-  if (/^(mysql|mariadb):\/\//i.test(target)) return openMysql(target.replace(/^mariadb:/i, "mysql:"), logger, handlerOptions);
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(target) && !/^(sqlite|file):/i.test(target)) {
-    throw new InboxConfigError(`DATABASE_URL ${redactSecrets(target)}: unsupported scheme (use postgres://, mysql:// or an SQLite path)`);
-  }
-  return openSqlite(target.replace(/^(sqlite|file):(\/\/)?/i, ""), logger, handlerOptions);
+  const given = url?.trim() || DEFAULT_SQLITE_PATH;
+  const target = databaseTargetOf(given, "DATABASE_URL");
+  const store = await openStore(given, { logger, source: "DATABASE_URL" });
+  if (store.dialect === "postgres") return openPostgres(store, target, handlerOptions);
+  if (store.dialect === "mysql") return openMysql(store, target, handlerOptions);
+  return openSqlite(store, target, handlerOptions);
 }
 
-async function openPostgres(url: string, logger: Logger, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
-  const store = await PostgresStore.connect(url, { logger });
+async function openPostgres(store: PostgresStore, target: DatabaseTarget, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
   try {
     await store.migrate();
     await store.transaction(async (tx) => {
@@ -66,7 +61,7 @@ async function openPostgres(url: string, logger: Logger, handlerOptions: LedgerH
   return {
     store: store,
     handler: ledgerHandler(postgresLedgerSql, handlerOptions),
-    description: `postgres ${redactSecrets(url)}`,
+    description: target.description,
     outbox: store,
     async balances() {
       return store.transaction(async (tx) => {
@@ -78,13 +73,12 @@ async function openPostgres(url: string, logger: Logger, handlerOptions: LedgerH
   };
 }
 
-async function openMysql(url: string, logger: Logger, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
-  const store = await MysqlStore.connect(url, { logger });
+async function openMysql(store: MysqlStore, target: DatabaseTarget, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
   try {
     await store.migrate();
     // DDL commits implicitly on MySQL: never inside the store's transaction.
     const mysql = await import("mysql2/promise");
-    const connection = await mysql.createConnection(url);
+    const connection = await mysql.createConnection(target.address);
     try {
       await connection.query(mysqlLedgerSchema);
     } finally {
@@ -97,7 +91,7 @@ async function openMysql(url: string, logger: Logger, handlerOptions: LedgerHand
   return {
     store,
     handler: ledgerHandler(mysqlLedgerSql, handlerOptions),
-    description: `mysql ${redactSecrets(url)}`,
+    description: target.description,
     outbox: store,
     async balances() {
       return store.transaction(async (tx) => {
@@ -109,16 +103,13 @@ async function openMysql(url: string, logger: Logger, handlerOptions: LedgerHand
   };
 }
 
-async function openSqlite(path: string, logger: Logger, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
-  const file = resolve(path);
-  mkdirSync(dirname(file), { recursive: true });
-  const store = await SqliteStore.open(file, { logger });
+async function openSqlite(store: SqliteStore, target: DatabaseTarget, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
   await store.migrate();
   await store.transaction(async (tx) => { tx.handle.exec(sqliteLedgerSchema); await Promise.resolve(); });
   return {
     store: store,
     handler: ledgerHandler(sqliteLedgerSql, handlerOptions),
-    description: `sqlite ${file}`,
+    description: target.description,
     outbox: store,
     balances() {
       const rows = store.database

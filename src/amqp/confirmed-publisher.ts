@@ -1,47 +1,77 @@
 import type { ConfirmChannel, Options } from "amqplib";
 import { QuarantinePublishError, describeError } from "../core/errors.js";
 
-const PUBLISH_ID_HEADER = "x-rabbit-inbox-publish-id";
+/** A publish waiting for its confirm, as a return of it would show it. */
+interface Pending {
+  exchange: string;
+  routingKey: string;
+  content: Buffer;
+  messageId: unknown;
+}
+
+/** What amqplib hands a channel's `return` listener. */
+interface ReturnedMessage {
+  content?: Buffer;
+  fields?: { exchange?: string; routingKey?: string };
+  properties?: { messageId?: unknown };
+}
 
 /**
  * Publishes with publisher confirms and `mandatory`, and resolves only when the broker confirmed
  * the message AND routed it to a queue. A confirm that does not come within `timeoutMs` is a
  * failure (amqplib can wait for a heartbeat to notice a dead broker). Any failure rejects, and
  * the caller must not ack the message it was quarantining.
+ *
+ * The message goes out exactly as the caller built it: nothing of this publisher travels with it
+ * to downstream consumers. A return is matched to its publish by what the broker sends back
+ * (exchange, routing key, message id and body): the broker sends a message's return before its
+ * confirm, and a channel's returns in publish order, so the oldest unconfirmed publish that
+ * looks the same is the one returned. Two publishes that look the same route the same way.
  */
 export class ConfirmedPublisher {
-  private readonly returned = new Set<string>();
-  private nextId = 1;
+  /** Publishes waiting for their confirm, oldest first. */
+  private readonly unconfirmed = new Set<Pending>();
+  /** Those of them the broker returned: their confirm, when it comes, is a failure. */
+  private readonly returned = new Set<Pending>();
 
   constructor(private readonly channel: ConfirmChannel, private readonly timeoutMs: number) {
-    channel.on("return", (message: { properties: { headers?: Record<string, unknown> } }) => {
-      const id = message.properties.headers?.[PUBLISH_ID_HEADER];
-      if (typeof id === "string") this.returned.add(id);
-    });
+    channel.on("return", (message: ReturnedMessage) => this.markReturned(message));
   }
 
   publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish = {}): Promise<void> {
-    const id = `${process.pid}-${this.nextId++}`;
-    const headers: Record<string, unknown> = { ...(options.headers as Record<string, unknown> | undefined), [PUBLISH_ID_HEADER]: id };
+    const publish: Pending = { exchange, routingKey, content, messageId: options.messageId };
+    this.unconfirmed.add(publish);
     return new Promise<void>((resolve, reject) => {
       let done = false;
       const finish = (error?: Error) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
-        const wasReturned = this.returned.delete(id);
+        this.unconfirmed.delete(publish);
+        const wasReturned = this.returned.delete(publish);
         if (error) reject(error);
         else if (wasReturned) reject(new QuarantinePublishError(`message to ${JSON.stringify(routingKey)} on exchange ${JSON.stringify(exchange)} was unroutable (no queue bound)`));
         else resolve();
       };
       const timer = setTimeout(() => finish(new QuarantinePublishError(`no publisher confirm within ${this.timeoutMs} ms`)), this.timeoutMs);
       try {
-        this.channel.publish(exchange, routingKey, content, { ...options, headers, mandatory: true }, (err: unknown) => {
+        this.channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err: unknown) => {
           finish(err ? new QuarantinePublishError(`broker refused the publish: ${describeError(err)}`, { cause: err }) : undefined);
         });
       } catch (error) {
         finish(new QuarantinePublishError(`publish failed: ${describeError(error)}`, { cause: error }));
       }
     });
+  }
+
+  /** A return that matches no unconfirmed publish (not one of ours) changes nothing. */
+  private markReturned(message: ReturnedMessage): void {
+    const { fields, properties, content } = message;
+    for (const p of this.unconfirmed) {
+      if (this.returned.has(p) || p.exchange !== (fields?.exchange ?? "") || p.routingKey !== fields?.routingKey) continue;
+      if (p.messageId !== properties?.messageId || !content || !p.content.equals(content)) continue;
+      this.returned.add(p);
+      return;
+    }
   }
 }

@@ -1,11 +1,10 @@
-import { existsSync, mkdirSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Store } from "../core/store.js";
+import { type DatabaseTarget, databaseTargetOf } from "../store/database-url.js";
 import type { InboxOperations } from "../store/operations.js";
-import { MysqlStore } from "../store/mysql/mysql-store.js";
-import { PostgresStore } from "../store/postgres/store.js";
-import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import { openStore } from "../store/open-store.js";
 import { CliError } from "./cli-error.js";
 
 /**
@@ -28,32 +27,23 @@ export function databaseUrlFrom(option: string | undefined): string {
 }
 
 /**
- * Opens the inbox database named like the ledger's DATABASE_URL: `postgres://` or
- * `postgresql://`, `mysql://` or `mariadb://`, or an SQLite file (`sqlite:<path>`, `file:<path>`
- * or a bare path). An SQLite file must exist unless `create` (migrate): a typo should not
- * produce an empty database.
+ * Opens the inbox database named like the ledger's DATABASE_URL (see openStore). An SQLite file
+ * must exist unless `create` (migrate): a typo should not produce an empty database.
  */
 export async function openDatabase(url: string, options: { create?: boolean } = {}): Promise<OpenedDatabase> {
   // Library logs would interleave with the command's output; only real trouble is shown.
   const logger: Logger = createJsonLogger({ name: "rabbit-inbox", level: "error" });
-  if (/^postgres(ql)?:\/\//i.test(url)) {
-    const store = await PostgresStore.connect(url, { logger, poolSize: 4 }).catch((error: unknown) => { throw namedUrlError(error, url); });
-    return { store, operations: store.operations(), description: `postgres ${redactSecrets(url)}`, close: () => store.close() };
+  let target: DatabaseTarget;
+  try {
+    target = databaseTargetOf(url);
+  } catch (error) {
+    throw new CliError(describeError(error), 2);
   }
-  if (/^(mysql|mariadb):\/\//i.test(url)) {
-    const store = await MysqlStore.connect(url.replace(/^mariadb:/i, "mysql:"), { logger, poolSize: 4 }).catch((error: unknown) => { throw namedUrlError(error, url); });
-    return { store, operations: store.operations(), description: `mysql ${redactSecrets(url)}`, close: () => store.close() };
+  if (target.kind === "sqlite" && !options.create && !existsSync(target.address)) {
+    throw new CliError(`no SQLite database at ${target.address}: check --database-url / DATABASE_URL, or create it with rabbit-inbox migrate`, 2);
   }
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url) && !/^(sqlite|file):/i.test(url)) {
-    throw new CliError(`database URL ${redactSecrets(url)}: unsupported scheme (use postgres://..., mysql://... or an SQLite file path)`, 2);
-  }
-  const file = resolve(url.replace(/^(sqlite|file):(\/\/)?/i, ""));
-  if (!existsSync(file)) {
-    if (!options.create) throw new CliError(`no SQLite database at ${file}: check --database-url / DATABASE_URL, or create it with rabbit-inbox migrate`, 2);
-    mkdirSync(dirname(file), { recursive: true });
-  }
-  const store = await SqliteStore.open(file, { logger });
-  return { store, operations: store.operations(), description: `sqlite ${file}`, close: () => store.close() };
+  const store = await openStore(url, { logger, poolSize: 4 }).catch((error: unknown) => { throw namedUrlError(error, url); });
+  return { store, operations: store.operations(), description: target.description, close: () => store.close() };
 }
 
 /**
@@ -92,6 +82,17 @@ export async function schemaState(operations: InboxOperations): Promise<{ applie
 }
 
 /** Refuses to work on a schema this build does not match; the fix is one command. */
+/**
+ * An operator command's usual start: the database named by `--database-url`, `DATABASE_URL` or
+ * the default, refused with the fix when its schema is behind this build of the library.
+ */
+export function withCurrentSchema<T>(databaseUrl: string | undefined, work: (db: OpenedDatabase) => Promise<T>): Promise<T> {
+  return withDatabase(databaseUrlFrom(databaseUrl), async (db) => {
+    await requireCurrentSchema(db.operations);
+    return work(db);
+  });
+}
+
 export async function requireCurrentSchema(operations: InboxOperations): Promise<void> {
   const state = await schemaState(operations);
   if (state.missing.length > 0) {

@@ -1,5 +1,5 @@
 /** In-process retry of a whole transaction after a transient failure. */
-export interface RetryPolicy {
+export interface RetryPolicy extends Backoff {
   /** Attempts in all, the first included. Default 5. */
   maxAttempts: number;
   /** First backoff delay in ms; doubles each attempt. Default 20. */
@@ -10,16 +10,38 @@ export interface RetryPolicy {
   maxTotalMs: number;
 }
 
+/** Exponential backoff: the delay starts at `baseDelayMs` and doubles per attempt up to `maxDelayMs`. */
+export interface Backoff {
+  baseDelayMs: number;
+  maxDelayMs: number;
+  /**
+   * Default true: each delay is drawn between half its ceiling and the ceiling, so that clients
+   * that failed together (replicas losing one broker node, relays losing one database) do not
+   * come back in step. False keeps the exact doubling, for a delay that is documented as such.
+   */
+  jitter?: boolean;
+}
+
 export const defaultRetryPolicy: RetryPolicy = { maxAttempts: 5, baseDelayMs: 20, maxDelayMs: 2000, maxTotalMs: 15_000 };
 
-/** Exponential backoff with full jitter; `attempt` counts from 1 (the attempt that just failed). */
-export function backoffDelay(policy: RetryPolicy, attempt: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.min(attempt - 1, 30));
+/**
+ * The one backoff of the library: the delay after failed attempt `attempt` (counted from 1),
+ * exponential and capped, with jitter unless the backoff turns it off.
+ */
+export function backoffDelay(backoff: Backoff, attempt: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(backoff.maxDelayMs, backoff.baseDelayMs * 2 ** Math.min(attempt - 1, 30));
+  if (backoff.jitter === false) return ceiling;
   return Math.round(ceiling / 2 + (random() * ceiling) / 2);
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Resolves after `ms`, or as soon as `abort` resolves (a stop): whichever comes first, leaving no timer behind. */
+export function sleep(ms: number, abort?: Promise<void>): Promise<void> {
+  if (!abort) return new Promise((resolve) => setTimeout(resolve, ms));
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); }),
+    abort,
+  ]).finally(() => clearTimeout(timer));
 }
 
 /**

@@ -55,6 +55,7 @@ export interface QuarantineRecord {
   eventTime?: Date | null;
 }
 
+/** A quarantine entry as `listQuarantine` returns it (the operator's side adds status and origin). */
 export interface QuarantineEntry {
   id: number;
   handler: string;
@@ -63,8 +64,10 @@ export interface QuarantineEntry {
   reason: string;
   detail: string;
   fingerprint: string | null;
+  /** A conflict: the fingerprint of the version the inbox applied first. */
   storedFingerprint: string | null;
   occurrences: number;
+  /** The raw body (cut at the consumer's cap when `bodyTruncated`). */
   body: Buffer;
   bodyTruncated: boolean;
   firstSeen: Date;
@@ -145,8 +148,10 @@ export interface Store<Tx = unknown> {
   /** Creates or upgrades the inbox tables. Idempotent; safe to run from several processes. */
   migrate(): Promise<void>;
   /**
-   * Runs `work` in one transaction: BEGIN, work, COMMIT. Any throw rolls back and rethrows
-   * (classified). `beforeCommit` runs after `work` and before COMMIT (fault injection).
+   * Runs `work` in one transaction: BEGIN, work, COMMIT. Any throw rolls back and rethrows:
+   * the driver's errors classified, any other error (a handler's, the pipeline's own request
+   * for a rollback) as it was thrown, the same object. `beforeCommit` runs after `work` and
+   * before COMMIT (fault injection).
    */
   transaction<T>(work: (tx: StoreTransaction<Tx>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T>;
   /** Lists quarantine entries, newest first. */

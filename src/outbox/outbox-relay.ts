@@ -1,78 +1,17 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
-import type { ConfirmChannel } from "amqplib";
-import { type BrokerUrls, BrokerConnector } from "../amqp/broker-connection.js";
+import { BrokerConnector } from "../amqp/broker-connection.js";
 import { InboxConfigError, describeError } from "../core/errors.js";
-import { backoffDelay, reconnectPolicy } from "../core/retry-policy.js";
+import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
 import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
-import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
-import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement, OutboxSubscription } from "./outbox-store.js";
+import { createJsonLogger } from "../core/logger.js";
+import { OutboxNotifications } from "./outbox-notifications.js";
+import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
+import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
 import { RelaySession } from "./relay-session.js";
-import { Wakeup, delay } from "./wakeup.js";
+import { Wakeup } from "./wakeup.js";
 
-/** Where a test or a drill can stop a relay: `after-confirm` = published and confirmed, not yet marked sent. */
-export type RelayFaultPoint = "after-confirm";
-
-/** Called with the rows confirmed in a round, before they are marked sent. May throw, exit, or never resolve. */
-export type RelayHook = (point: RelayFaultPoint, rows: readonly OutboxRow[]) => Promise<void> | void;
-
-export interface OutboxRelayOptions {
-  /**
-   * AMQP URL, or the URLs of a cluster's nodes (an array, or one string separated by commas):
-   * the relay connects to the first that answers and fails over to the others. Passwords are
-   * never logged.
-   */
-  url: BrokerUrls;
-  /** The database holding the outbox (PostgresStore, SqliteStore). */
-  store: OutboxRelayStore;
-  /** Default: JSON lines on stderr. */
-  logger?: Logger;
-  /** Rows claimed and published per round. Default 100. */
-  batchSize?: number;
-  /** Publisher-confirm timeout of each publish, in ms. Default 10 000. */
-  publishTimeoutMs?: number;
-  /** Poll for due rows when no wake-up comes, in ms. Default 1000. */
-  pollIntervalMs?: number;
-  /** First retry delay of a row whose publish failed, in ms; doubles per attempt. Default 1000. */
-  retryBaseDelayMs?: number;
-  /** Cap on a row's retry delay, in ms. Default 60 000. */
-  retryMaxDelayMs?: number;
-  /** Reconnect backoff after a lost broker connection: first delay, in ms. Default 200. */
-  reconnectBaseDelayMs?: number;
-  /** Reconnect backoff cap, in ms. Default 10 000. */
-  reconnectMaxDelayMs?: number;
-  /**
-   * Lease on claimed rows where the store leases them (SQLite; PostgreSQL holds row locks
-   * instead). The relay starts no publish it could not finish within the lease.
-   * Default: the larger of 30 s and 3 x publishTimeoutMs.
-   */
-  leaseMs?: number;
-  /** Sent rows older than this are deleted, in ms. Default 24 h. */
-  sentRetentionMs?: number;
-  /** How often the cleanup of sent rows runs, in ms. Default 60 000; 0 turns cleanup off. */
-  cleanupIntervalMs?: number;
-  /** Rows deleted per cleanup statement (small batches keep locks short under load). Default 500. */
-  cleanupBatchSize?: number;
-  /** On stop(), keep publishing rows that are already due for up to this long, in ms. Default 5000. */
-  drainTimeoutMs?: number;
-  /** Wake on the store's cross-process notifications (PostgreSQL LISTEN). Default true. */
-  listen?: boolean;
-  /** Declares what the relay publishes to (exchanges...), on every new connection. */
-  topology?: (channel: ConfirmChannel) => Promise<void>;
-  /** Failure-window hook, for tests and drills. */
-  hook?: RelayHook;
-  /** Called for each row the broker confirmed (metrics). */
-  onPublished?: (row: OutboxRow) => void;
-  /** Names the relay in the broker's connection list and in leases. Default `<host>:<pid>:<random>`. */
-  name?: string;
-}
-
-/** What one round did. */
-export interface RelayRound {
-  claimed: number;
-  sent: number;
-  failed: number;
-}
+export type { OutboxRelayOptions, RelayFaultPoint, RelayHook, RelayRound } from "./outbox-relay-options.js";
 
 /** Failed attempts after which a row's failures are logged at error level: it needs a person. */
 const ATTEMPTS_BEFORE_ALARM = 10;
@@ -105,15 +44,13 @@ export class OutboxRelay {
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
   private readonly stopRequested: Promise<void>;
   private requestStop!: () => void;
-  private session: RelaySession | undefined;
-  private subscription: OutboxSubscription | undefined;
+  private readonly broker: RelaySession;
+  private readonly notifications: OutboxNotifications;
   private unsubscribeSignal: (() => void) | undefined;
   private loops: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
-  private relistening = false;
   private starting: Promise<void> | undefined;
   private totals = { published: 0, failed: 0 };
-  private readonly connector: BrokerConnector;
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
@@ -129,8 +66,15 @@ export class OutboxRelay {
     this.leaseMs = positive("leaseMs", options.leaseMs ?? Math.max(30_000, 3 * this.publishTimeoutMs));
     if (this.leaseMs <= this.publishTimeoutMs) throw new InboxConfigError(`leaseMs (${this.leaseMs}) must be longer than publishTimeoutMs (${this.publishTimeoutMs})`);
     this.name = options.name ?? `${hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
-    this.connector = new BrokerConnector(options.url, { connectionName: `rabbit-inbox outbox relay ${this.name}` });
+    this.broker = new RelaySession({
+      connector: new BrokerConnector(options.url, { connectionName: `rabbit-inbox outbox relay ${this.name}` }),
+      relayName: this.name, publishTimeoutMs: this.publishTimeoutMs, reconnect: reconnectPolicy(options), logger: this.logger, topology: options.topology,
+    });
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
+    this.notifications = new OutboxNotifications({
+      store: this.store, relayName: this.name, logger: this.logger, backoff: reconnectPolicy(options),
+      wake: () => this.work.wake(), stopRequested: this.stopRequested,
+    });
   }
 
   /** Rows confirmed and rows failed since start. */
@@ -152,13 +96,13 @@ export class OutboxRelay {
       this.state = "stopped";
       throw error;
     }
-    this.logger.info("outbox relay started", { relay: this.name, store: this.store.dialect, listening: this.subscription !== undefined, node: this.session?.node });
+    this.logger.info("outbox relay started", { relay: this.name, store: this.store.dialect, listening: this.notifications.listening, node: this.broker.node });
   }
 
   private async startUp(): Promise<void> {
-    this.session = await this.openSession();
+    await this.broker.open();
     this.unsubscribeSignal = this.store.outboxSignal.subscribe(() => this.work.wake());
-    if (this.options.listen ?? true) await this.listen();
+    if (this.options.listen ?? true) await this.notifications.start();
     this.loops = Promise.all([this.runPublishing(), this.runCleanup()]).then(() => undefined);
   }
 
@@ -180,15 +124,14 @@ export class OutboxRelay {
   private async shutdown(): Promise<void> {
     this.state = "stopping";
     this.requestStop();
+    this.broker.stopReconnecting();
     this.work.wake();
     // A start() still connecting: let it finish (its loops then end at once), or fail.
     await this.starting?.catch(() => undefined);
     await this.loops;
     this.unsubscribeSignal?.();
-    await this.subscription?.close().catch(() => undefined);
-    this.subscription = undefined;
-    await this.session?.close();
-    this.session = undefined;
+    await this.notifications.close();
+    await this.broker.close();
     this.state = "stopped";
     this.logger.flush();
     this.logger.info("outbox relay stopped", { relay: this.name, ...this.totals });
@@ -207,7 +150,7 @@ export class OutboxRelay {
       const deleted = await this.store.cleanupOutbox(before, batch);
       total += deleted;
       if (deleted < batch || this.state === "stopping") break;
-      await delay(CLEANUP_PAUSE_MS, this.stopRequested);
+      await sleep(CLEANUP_PAUSE_MS, this.stopRequested);
     }
     if (total > 0) this.logger.info("outbox cleanup deleted sent rows", { relay: this.name, deleted: total, sentBefore: before.toISOString() });
     return total;
@@ -218,13 +161,12 @@ export class OutboxRelay {
    * Needs a live broker session (returns an empty round without one).
    */
   async runOnce(): Promise<RelayRound> {
-    const session = this.session;
-    if (!session?.isOpen) return { claimed: 0, sent: 0, failed: 0 };
+    if (!this.broker.isOpen) return { claimed: 0, sent: 0, failed: 0 };
     const claim = await this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs });
     if (!claim) return { claimed: 0, sent: 0, failed: 0 };
     let settlement: OutboxSettlement = { sent: [], failed: [] };
     try {
-      const { sent, failed } = await this.publishClaim(session, claim);
+      const { sent, failed } = await this.publishClaim(claim);
       settlement = { sent: sent.map((r) => r.id), failed };
       if (sent.length > 0 && this.options.hook) await this.options.hook("after-confirm", sent);
     } finally {
@@ -239,15 +181,15 @@ export class OutboxRelay {
     return { claimed: claim.rows.length, sent: settlement.sent.length, failed: settlement.failed.length };
   }
 
-  private async publishClaim(session: RelaySession, claim: OutboxClaim): Promise<{ sent: OutboxRow[]; failed: Array<OutboxSettlement["failed"][number]> }> {
+  private async publishClaim(claim: OutboxClaim): Promise<{ sent: OutboxRow[]; failed: Array<OutboxSettlement["failed"][number]> }> {
     const sent: OutboxRow[] = [];
     const failed: Array<OutboxSettlement["failed"][number]> = [];
     const failures: Array<{ row: OutboxRow; error: string }> = [];
     const publishOne = async (row: OutboxRow): Promise<boolean> => {
       // Not attempted (stays due, no attempt counted): the session is gone, or the lease could end mid-publish.
-      if (!session.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return false;
+      if (!this.broker.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return false;
       try {
-        await session.publish(row);
+        await this.broker.publish(row);
         sent.push(row);
         this.totals.published++;
         this.options.onPublished?.(row);
@@ -287,32 +229,18 @@ export class OutboxRelay {
     else this.logger.warn("outbox publish failed; retrying later", fields);
   }
 
+  /** A row's retry delay doubles exactly, as documented: no jitter. */
   private retryDelay(attempt: number): number {
-    const base = this.options.retryBaseDelayMs ?? 1000;
-    const max = this.options.retryMaxDelayMs ?? 60_000;
-    return Math.min(max, base * 2 ** Math.min(attempt - 1, 30));
+    return backoffDelay({ baseDelayMs: this.options.retryBaseDelayMs ?? 1000, maxDelayMs: this.options.retryMaxDelayMs ?? 60_000, jitter: false }, attempt);
   }
 
   private async runPublishing(): Promise<void> {
-    let reconnectAttempt = 0;
     let databaseFailures = 0;
     while (this.state === "running") {
-      if (!this.session?.isOpen) {
-        await this.session?.close();
-        this.session = undefined;
-        try {
-          this.session = await this.openSession();
-          if (reconnectAttempt > 0) this.logger.info("outbox relay reconnected to the broker", { relay: this.name, node: this.session.node, attempt: reconnectAttempt });
-          reconnectAttempt = 0;
-        } catch (error) {
-          reconnectAttempt++;
-          this.logger.warn("outbox relay cannot reach the broker; rows wait in the outbox", {
-            relay: this.name, attempt: reconnectAttempt, error: redactSecrets(describeError(error)),
-          });
-          // Wake-ups do not shorten this: a busy writer would otherwise hammer a broker that is down.
-          await delay(this.backoff(reconnectAttempt), this.stopRequested);
-          continue;
-        }
+      // Wake-ups do not end this wait: a busy writer would otherwise hammer a broker that is down.
+      if (!this.broker.isOpen) {
+        await this.broker.whenOpen(this.stopRequested);
+        continue;
       }
       let round: RelayRound;
       try {
@@ -321,20 +249,24 @@ export class OutboxRelay {
       } catch (error) {
         databaseFailures++;
         this.logger.warn("outbox relay cannot claim rows; retrying", { relay: this.name, attempt: databaseFailures, error: describeError(error) });
-        await delay(Math.min(30_000, this.pollIntervalMs * 2 ** Math.min(databaseFailures - 1, 5)), this.stopRequested);
+        await sleep(this.databaseBackoff(databaseFailures), this.stopRequested);
         continue;
       }
       // Something went out: there may be more. Otherwise sleep until a wake-up or the next poll.
-      if (round.sent > 0 && this.session?.isOpen) continue;
-      if (!this.session?.isOpen) continue;
+      if (!this.broker.isOpen || round.sent > 0) continue;
       await this.work.wait(this.pollIntervalMs);
     }
     await this.drain();
   }
 
+  /** From the poll interval, doubling up to 32 times it, and never past 30 s. */
+  private databaseBackoff(failures: number): number {
+    return backoffDelay({ baseDelayMs: this.pollIntervalMs, maxDelayMs: Math.min(30_000, 32 * this.pollIntervalMs), jitter: false }, failures);
+  }
+
   private async drain(): Promise<void> {
     const deadline = Date.now() + (this.options.drainTimeoutMs ?? 5000);
-    while (Date.now() < deadline && this.session?.isOpen) {
+    while (Date.now() < deadline && this.broker.isOpen) {
       try {
         const round = await this.runOnce();
         if (round.sent === 0) return;
@@ -349,7 +281,7 @@ export class OutboxRelay {
     const interval = this.options.cleanupIntervalMs ?? 60_000;
     if (interval <= 0) return;
     while (this.state === "running") {
-      await delay(interval, this.stopRequested);
+      await sleep(interval, this.stopRequested);
       if (this.state !== "running") return;
       try {
         await this.cleanup();
@@ -357,57 +289,6 @@ export class OutboxRelay {
         this.logger.warn("outbox cleanup failed; it runs again later", { relay: this.name, error: describeError(error) });
       }
     }
-  }
-
-  private async listen(): Promise<void> {
-    if (!this.store.listenOutbox) return;
-    if (!(await this.tryListen())) void this.relisten();
-  }
-
-  private async tryListen(): Promise<boolean> {
-    try {
-      const subscription = await this.store.listenOutbox!(() => this.work.wake(), (error) => {
-        if (this.subscription !== subscription) return;
-        this.subscription = undefined;
-        if (this.state !== "running") return;
-        this.logger.warn("outbox notifications lost; polling until listening again", { relay: this.name, error: describeError(error) });
-        void this.relisten();
-      });
-      if (this.state !== "running") {
-        await subscription.close().catch(() => undefined);
-        return false;
-      }
-      this.subscription = subscription;
-      return true;
-    } catch (error) {
-      this.logger.warn("cannot listen for outbox notifications; polling", { relay: this.name, error: describeError(error) });
-      return false;
-    }
-  }
-
-  private async relisten(): Promise<void> {
-    if (this.relistening) return;
-    this.relistening = true;
-    try {
-      for (let attempt = 1; this.state === "running" && !this.subscription; attempt++) {
-        await delay(this.backoff(attempt), this.stopRequested);
-        if (this.state !== "running") return;
-        // Notifications sent while nobody listened are gone: look now.
-        if (await this.tryListen()) this.work.wake();
-      }
-    } finally {
-      this.relistening = false;
-    }
-  }
-
-  private backoff(attempt: number): number {
-    return backoffDelay(reconnectPolicy(this.options), attempt);
-  }
-
-  private openSession(): Promise<RelaySession> {
-    return RelaySession.open({
-      connector: this.connector, publishTimeoutMs: this.publishTimeoutMs, logger: this.logger, topology: this.options.topology,
-    });
   }
 }
 

@@ -1,61 +1,73 @@
-import type { ChannelModel, ConfirmChannel, Options } from "amqplib";
+import type { ConfirmChannel, Options } from "amqplib";
 import type { BrokerConnector } from "../amqp/broker-connection.js";
-import { ConfirmedPublisher } from "../amqp/confirmed-publisher.js";
+import { ReconnectingSession } from "../amqp/reconnecting-session.js";
 import { describeError } from "../core/errors.js";
 import { type Logger, redactSecrets } from "../core/logger.js";
+import type { Backoff } from "../core/retry-policy.js";
 import type { OutboxRow } from "./outbox-store.js";
 
 /** AMQP property names a row may carry, copied into the publish options when present. */
 const STRING_PROPERTIES = ["contentType", "contentEncoding", "type", "correlationId", "replyTo", "expiration", "appId"] as const;
 
 export interface RelaySessionOptions {
-  /** Shared by the relay's sessions, so a reconnect tries the other nodes first. */
   connector: BrokerConnector;
+  /** Names the relay in its log lines. */
+  relayName: string;
   publishTimeoutMs: number;
+  /** Between reconnect attempts after a loss. */
+  reconnect: Backoff;
   logger: Logger;
+  /** Declares what the relay publishes to, on every new connection. */
   topology: ((channel: ConfirmChannel) => Promise<void>) | undefined;
 }
 
 /**
- * One broker connection of a relay, with its confirm channel. Closed for good at the first
+ * The relay's connection to the broker: its confirm channel, reconnected with backoff after a
  * connection or channel loss, or after a confirm timed out (the channel's state is then
- * unknown): the relay opens a new one with backoff.
+ * unknown). Rows wait in the outbox while there is no session.
  */
 export class RelaySession {
-  private open = true;
-  private closeReason: string | undefined;
+  private readonly broker: ReconnectingSession;
 
-  private constructor(
-    private readonly connection: ChannelModel,
-    private readonly channel: ConfirmChannel,
-    private readonly publisher: ConfirmedPublisher,
-    private readonly options: RelaySessionOptions,
-    /** The node this session is connected to, `host:port`. */
-    readonly node: string,
-  ) {}
+  constructor(private readonly options: RelaySessionOptions) {
+    const { logger, relayName: relay } = options;
+    this.broker = new ReconnectingSession({
+      connector: options.connector, confirmTimeoutMs: options.publishTimeoutMs, backoff: options.reconnect,
+      ...(options.topology ? { prepare: (session) => options.topology!(session.publishChannel) } : {}),
+      events: {
+        lost: (session, what, _error, reconnecting) => {
+          if (reconnecting) logger.warn("outbox relay lost its broker session; reconnecting", { what, node: session.node, reason: session.closeReason });
+        },
+        restored: (session, attempt) => {
+          // A reconnect at the first attempt is routine; one after failures ends an outage.
+          if (attempt > 1) logger.info("outbox relay reconnected to the broker", { relay, node: session.node, attempt });
+        },
+        reconnectFailed: (attempt, error) => logger.warn("outbox relay cannot reach the broker; rows wait in the outbox", {
+          relay, attempt, error: redactSecrets(describeError(error)),
+        }),
+        blocked: (_session, reason) => logger.warn("broker blocked the relay's connection (resource alarm): publishes wait", { reason }),
+        unblocked: () => logger.info("broker unblocked the relay's connection"),
+      },
+    });
+  }
 
-  static async open(options: RelaySessionOptions): Promise<RelaySession> {
-    const { connection, node } = await options.connector.connect();
-    try {
-      const channel = await connection.createConfirmChannel();
-      const session = new RelaySession(connection, channel, new ConfirmedPublisher(channel, options.publishTimeoutMs), options, node);
-      const lost = (what: string) => () => session.lost(what);
-      connection.on("error", (error: Error) => { session.closeReason ??= redactSecrets(error.message); });
-      connection.on("close", lost("connection closed"));
-      connection.on("blocked", (reason: string) => options.logger.warn("broker blocked the relay's connection (resource alarm): publishes wait", { reason }));
-      connection.on("unblocked", () => options.logger.info("broker unblocked the relay's connection"));
-      channel.on("error", (error: Error) => { session.closeReason ??= error.message; });
-      channel.on("close", lost("channel closed"));
-      if (options.topology) await options.topology(channel);
-      return session;
-    } catch (error) {
-      await connection.close().catch(() => undefined);
-      throw error;
-    }
+  /** Connects (rejects if no node answers: a relay fails fast at start) and declares the topology. */
+  async open(): Promise<void> {
+    await this.broker.open();
   }
 
   get isOpen(): boolean {
-    return this.open;
+    return this.broker.session !== undefined;
+  }
+
+  /** The node of the session in use, `host:port`. */
+  get node(): string | undefined {
+    return this.broker.session?.node;
+  }
+
+  /** Resolves once a session is open again, or when `abort` resolves or the session closes for good. */
+  whenOpen(abort: Promise<void>): Promise<void> {
+    return this.broker.waitForSession(abort);
   }
 
   /**
@@ -64,25 +76,24 @@ export class RelaySession {
    * lost with the channel.
    */
   async publish(row: OutboxRow): Promise<void> {
+    const session = this.broker.session;
+    if (!session) throw new Error("no broker session");
     const started = performance.now();
     try {
-      await this.publisher.publish(row.exchange, row.routingKey, row.body, publishOptions(row));
+      await session.publisher.publish(row.exchange, row.routingKey, row.body, publishOptions(row));
     } catch (error) {
-      if (performance.now() - started >= this.options.publishTimeoutMs) this.lost("publisher confirm timed out");
-      throw new Error(`${describeError(error)}${this.closeReason ? ` (${this.closeReason})` : ""}`, { cause: error });
+      if (performance.now() - started >= this.options.publishTimeoutMs) session.lost("publisher confirm timed out");
+      throw new Error(`${describeError(error)}${session.closeReason ? ` (${session.closeReason})` : ""}`, { cause: error });
     }
   }
 
-  async close(): Promise<void> {
-    this.open = false;
-    await this.connection.close().catch(() => undefined);
+  /** No reconnect after this: a lost session stays lost until close(). */
+  stopReconnecting(): void {
+    this.broker.stopReconnecting();
   }
 
-  private lost(what: string): void {
-    if (!this.open) return;
-    this.open = false;
-    this.options.logger.warn("outbox relay lost its broker session; reconnecting", { what, node: this.node, reason: this.closeReason });
-    void this.connection.close().catch(() => undefined);
+  async close(): Promise<void> {
+    await this.broker.close();
   }
 }
 

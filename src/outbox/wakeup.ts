@@ -31,12 +31,3 @@ export class Wakeup {
     });
   }
 }
-
-/** Resolves after `ms`, or when `abort` resolves, whichever comes first; leaves no timer behind. */
-export function delay(ms: number, abort: Promise<void>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); }),
-    abort,
-  ]).finally(() => clearTimeout(timer));
-}

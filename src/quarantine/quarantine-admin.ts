@@ -1,31 +1,17 @@
 import type { EventKey } from "../core/event.js";
+import type { QuarantineEntry } from "../core/store.js";
 
 /** Where a quarantine entry stands. Only `held` entries block cleanup. */
 export type QuarantineStatus = "held" | "replayed" | "discarded";
 
 /** A quarantine entry with everything an operator needs to decide about it. */
-export interface QuarantineDetail {
-  id: number;
-  handler: string;
-  tenant: string | null;
-  eventId: string | null;
-  reason: string;
-  detail: string;
+export interface QuarantineDetail extends QuarantineEntry {
   status: QuarantineStatus;
-  fingerprint: string | null;
-  /** A conflict: the fingerprint of the version the inbox applied first. */
-  storedFingerprint: string | null;
-  occurrences: number;
-  /** The raw body (cut at the consumer's cap when `bodyTruncated`). */
-  body: Buffer;
-  bodyTruncated: boolean;
   /** The AMQP properties and headers as the consumer recorded them (JSON text). */
   properties: string;
   /** The work queue it came from, where a replay goes. */
   queue: string;
   eventTime: Date | null;
-  firstSeen: Date;
-  lastSeen: Date;
 }
 
 export interface QuarantineFilter {

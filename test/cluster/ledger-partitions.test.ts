@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { BrokerClient, type LedgerProcess, waitUntil } from "../../examples/ledger/harness.js";
+import { BrokerClient } from "../support/ledger/broker-client.js";
+import type { LedgerProcess } from "../support/ledger/ledger-process.js";
+import { waitUntil } from "../support/ledger/wait-until.js";
 import { brokerNodeLabel } from "../../src/index.js";
 import { cluster, clusterUrls, killNode, restartNode } from "../support/cluster.js";
 import { useLedgerTest } from "../support/ledger-harness.js";

@@ -9,12 +9,13 @@
 import { describe, expect, it } from "vitest";
 import { type InboxHandler, type Outcome, outboxMessageId } from "../../src/index.js";
 import { fingerprintOf } from "../../src/core/fingerprint.js";
-import { FIXTURE_KINDS, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 const kinds = (outcomes: readonly Outcome[]) => outcomes.map((o) => (o.kind === "quarantined" ? `quarantined:${o.reason}` : o.kind));
 const text = (value: unknown) => (Buffer.isBuffer(value) ? value.toString("utf8") : String(value));
 
-describe.each(FIXTURE_KINDS)("accept-new on %s", (kind) => {
+describe.each(TEST_DATABASES)("accept-new on %s", (kind) => {
   it("the accepted version publishes under ids of its own and gets idempotency keys of its own; its redelivery is a duplicate", async () => {
     const f = await retentionFixture(kind);
     const keys: string[] = [];

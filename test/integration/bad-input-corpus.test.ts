@@ -6,9 +6,11 @@
  */
 import amqp from "amqplib";
 import { describe, expect, it } from "vitest";
-import { accountOpened, amqpUrlFromEnv } from "../../examples/ledger/harness.js";
+import { amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
+import { accountOpened } from "../support/ledger/ledger-messages.js";
 import { type CorpusCase, badInputCorpus, validControls } from "../corpus/bad-input-corpus.js";
-import { type LedgerDatabaseKind, useLedgerTest } from "../support/ledger-harness.js";
+import { useLedgerTest } from "../support/ledger-harness.js";
+import { onSelectedDatabases } from "../support/test-databases.js";
 
 async function publishCases(queue: string, cases: readonly CorpusCase[]): Promise<void> {
   const connection = await amqp.connect(amqpUrlFromEnv());
@@ -29,7 +31,7 @@ async function publishCases(queue: string, cases: readonly CorpusCase[]): Promis
   }
 }
 
-const KINDS: readonly LedgerDatabaseKind[] = ["postgres", "sqlite"];
+const KINDS = onSelectedDatabases(["postgres", "sqlite"] as const);
 
 describe.each(KINDS)("bad-input corpus through the broker into the ledger (%s)", (kind) => {
   const ctx = useLedgerTest(kind);

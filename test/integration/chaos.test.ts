@@ -11,17 +11,19 @@ import { promisify } from "node:util";
 import mysql from "mysql2/promise";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { LedgerProcess, accountOpened, balanceAdjusted } from "../../examples/ledger/harness.js";
-import { type LedgerDatabaseKind, seededRandom, useLedgerTest } from "../support/ledger-harness.js";
+import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { LedgerProcess } from "../support/ledger/ledger-process.js";
+import { seededRandom, useLedgerTest } from "../support/ledger-harness.js";
+import { type TestDatabaseKind, onSelectedDatabases } from "../support/test-databases.js";
 
 const run = promisify(execFile);
 
-const CASES: ReadonlyArray<{ kind: LedgerDatabaseKind; queueType: "classic" | "quorum" }> = [
+const CASES = onSelectedDatabases<{ kind: TestDatabaseKind; queueType: "classic" | "quorum" }>([
   { kind: "postgres", queueType: "quorum" },
   { kind: "postgres", queueType: "classic" },
   { kind: "sqlite", queueType: "classic" },
   { kind: "mysql", queueType: "quorum" },
-];
+], (c) => c.kind);
 
 const TENANTS = ["t1", "t2"];
 const ACCOUNTS = 8;
@@ -42,7 +44,7 @@ async function closeBrokerConnectionsOf(pid: number): Promise<void> {
 }
 
 /** Terminates every database session of this test's database (PostgreSQL schema via application_name, MySQL database). */
-async function terminateDatabaseSessions(kind: LedgerDatabaseKind, databaseUrl: string, appName: string): Promise<void> {
+async function terminateDatabaseSessions(kind: TestDatabaseKind, databaseUrl: string, appName: string): Promise<void> {
   if (kind === "postgres") {
     const client = new pg.Client({ connectionString: databaseUrl });
     await client.connect();

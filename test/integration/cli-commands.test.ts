@@ -9,7 +9,8 @@ import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
 import { createEmptyDatabase, createSqliteFile } from "../support/databases.js";
 import { outboxTableAt } from "../support/outbox.js";
 import { type CliRun, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
-import { FIXTURE_KINDS, type FixtureKind, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { TEST_DATABASES, type TestDatabaseKind } from "../support/test-databases.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -19,7 +20,7 @@ afterEach(async () => {
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 
 /** A new, empty database of the kind (an SQLite path not created yet); removed after the test. Returns its DATABASE_URL. */
-async function emptyDatabase(kind: FixtureKind): Promise<string> {
+async function emptyDatabase(kind: TestDatabaseKind): Promise<string> {
   const created = await createEmptyDatabase(kind);
   cleanups.push(created.remove);
   return created.url;
@@ -70,7 +71,7 @@ describe("rabbit-inbox: help and errors", () => {
   });
 });
 
-describe.each(FIXTURE_KINDS)("rabbit-inbox on %s", (kind) => {
+describe.each(TEST_DATABASES)("rabbit-inbox on %s", (kind) => {
   it("migrate is idempotent; status reports records, horizon and quarantine; cleanup purges and moves the horizon", async () => {
     const freshUrl = await emptyDatabase(kind);
     const first = await rabbitInboxJson<{ applied: number[]; appliedNow: number[]; latest: number }>(["migrate"], { DATABASE_URL: freshUrl });

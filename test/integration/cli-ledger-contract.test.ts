@@ -8,17 +8,19 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { cliBalances, cliQuarantine, readLedgerTables } from "../../examples/ledger/harness.js";
+import { cliBalances, cliQuarantine } from "../support/ledger/ledger-cli.js";
+import { readLedgerTables } from "../support/ledger/ledger-tables.js";
 import { publishAll } from "../support/broker.js";
-import { type DatabaseKind, createEmptyDatabase } from "../support/databases.js";
+import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
+import { TEST_DATABASES, type TestDatabaseKind } from "../support/test-databases.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-async function database(kind: DatabaseKind): Promise<string> {
+async function database(kind: TestDatabaseKind): Promise<string> {
   const created = await createEmptyDatabase(kind);
   cleanups.push(created.remove);
   return created.url;
@@ -26,7 +28,7 @@ async function database(kind: DatabaseKind): Promise<string> {
 
 const seconds = (date: Date) => Math.floor(date.getTime() / 1000);
 
-describe.each(["postgres", "sqlite", "mysql"] as const)("ledger contract on %s: cleanup --older-than 0s --force, then stale", (kind) => {
+describe.each(TEST_DATABASES)("ledger contract on %s: cleanup --older-than 0s --force, then stale", (kind) => {
   it("purges every dedup record first seen before now; a redelivery stamped before the horizon is stale and not applied, one stamped after applies", async () => {
     const databaseUrl = await database(kind);
     const queue = `ledger.contract.${randomBytes(4).toString("hex")}`;

@@ -6,10 +6,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { readLedgerTables } from "../../examples/ledger/harness.js";
+import { readLedgerTables } from "../support/ledger/ledger-tables.js";
 import { publishAll } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -22,7 +23,7 @@ const adjusted = (id: string, account: string, delta: number) => ({ type: "balan
 interface Entry { id: number; reason: string; status: string; event_id: string | null; occurrences: number }
 interface Shown { status: string; audit: Array<{ action: string; actor: string; reason: string; options: string[]; published_at: string | null }> }
 
-describe.each(["postgres", "sqlite", "mysql"] as const)("quarantine replay and discard with the ledger on %s", (kind) => {
+describe.each(TEST_DATABASES)("quarantine replay and discard with the ledger on %s", (kind) => {
   it("replay applies once, accept-new replaces the stored version, discard is audited", async () => {
     const database = await createEmptyDatabase(kind);
     cleanups.push(database.remove);

@@ -140,8 +140,8 @@ describe("consumer failure handling (real broker)", () => {
     await publishAll(queue, Array.from({ length: total }, (_, i) => event(i)));
     await waitFor(() => applied >= 30, 20_000, "first events applied");
     // What a stale or doubled ack would cause: the broker closes the channel with 406.
-    const session = (consumer as unknown as { session: { consumers: Map<string, { channel: { ack(m: Message): void } }> } }).session;
-    session.consumers.get(queue)!.channel.ack({ fields: { deliveryTag: 9_999_999 } } as unknown as Message);
+    const consumers = (consumer as unknown as { consumers: Map<string, { channel: { ack(m: Message): void } }> }).consumers;
+    consumers.get(queue)!.channel.ack({ fields: { deliveryTag: 9_999_999 } } as unknown as Message);
     await waitFor(async () => (await store.countInbox("precondition-test")) === total && (await messagesReady(queue)) === 0, 30_000, "all events applied after the channel was rebuilt");
     await consumer.stop();
     expect(lines.some((l) => l.includes("PRECONDITION_FAILED"))).toBe(true);

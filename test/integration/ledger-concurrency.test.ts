@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { type LedgerMessage, type SettledCounts, accountOpened, balanceAdjusted, waitUntil } from "../../examples/ledger/harness.js";
-import { LEDGER_DATABASES, seededRandom, useLedgerTest } from "../support/ledger-harness.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import type { SettledCounts } from "../support/ledger/ledger-process.js";
+import { waitUntil } from "../support/ledger/wait-until.js";
+import { seededRandom, useLedgerTest } from "../support/ledger-harness.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 function shuffle<T>(items: T[], random: () => number): T[] {
   for (let i = items.length - 1; i > 0; i--) {
@@ -12,7 +15,7 @@ function shuffle<T>(items: T[], random: () => number): T[] {
 
 const key = (tenant: string, id: string) => `${tenant}/${id}`;
 
-describe.each(LEDGER_DATABASES)("ledger under duplicates, concurrency and shutdown on %s", (kind) => {
+describe.each(TEST_DATABASES)("ledger under duplicates, concurrency and shutdown on %s", (kind) => {
   const t = useLedgerTest(kind);
 
   it("400 events published 3 times each, interleaved, into 2 consumer processes (prefetch 50) apply once each", async () => {

@@ -2,7 +2,9 @@ import { execFile } from "node:child_process";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { BrokerClient, REPO_ROOT, amqpUrlFromEnv, cliBalances, cliQuarantine } from "../../examples/ledger/harness.js";
+import { BrokerClient } from "../support/ledger/broker-client.js";
+import { cliBalances, cliQuarantine } from "../support/ledger/ledger-cli.js";
+import { REPO_ROOT, amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
 import { createPgSchema } from "../support/databases.js";
 
 interface Run { code: number; stdout: string; stderr: string }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { accountOpened, balanceAdjusted } from "../../examples/ledger/harness.js";
-import { LEDGER_DATABASES, useLedgerTest } from "../support/ledger-harness.js";
+import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { useLedgerTest } from "../support/ledger-harness.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /**
  * The failure windows with a real broker and real process deaths: the ledger commits an adjustment, then dies
@@ -9,7 +10,7 @@ import { LEDGER_DATABASES, useLedgerTest } from "../support/ledger-harness.js";
  * its point (`:2`), always hits the +100 adjustment. Publishing both at once would let a
  * PostgreSQL consumer (two transactions in flight) run the adjustment before the opening.
  */
-describe.each(LEDGER_DATABASES)("ledger failure windows on %s", (kind) => {
+describe.each(TEST_DATABASES)("ledger failure windows on %s", (kind) => {
   const t = useLedgerTest(kind);
   const open = accountOpened("t1", "e-open", "a");
   const credit = balanceAdjusted("t1", "e-credit", "a", 100);

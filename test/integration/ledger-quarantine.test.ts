@@ -1,9 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { accountOpened, balanceAdjusted, headerText } from "../../examples/ledger/harness.js";
-import { LEDGER_DATABASES, useLedgerTest } from "../support/ledger-harness.js";
+import { headerText } from "../support/ledger/broker-client.js";
+import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { useLedgerTest } from "../support/ledger-harness.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /** Permanent failures are quarantined (database row + confirmed queue copy), never applied. */
-describe.each(LEDGER_DATABASES)("ledger quarantine on %s", (kind) => {
+describe.each(TEST_DATABASES)("ledger quarantine on %s", (kind) => {
   const t = useLedgerTest(kind);
 
   it("the same event_id with another payload is a conflict, kept with both fingerprints, not applied", async () => {

@@ -6,7 +6,9 @@
  * balance ends exact and nothing is quarantined as `account_missing`.
  */
 import { describe, expect, it } from "vitest";
-import { type LedgerMessage, type LedgerProcess, type SettledCounts, accountOpened, balanceAdjusted, waitUntil } from "../../examples/ledger/harness.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import type { LedgerProcess, SettledCounts } from "../support/ledger/ledger-process.js";
+import { waitUntil } from "../support/ledger/wait-until.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 
 const ACCOUNTS = 300;

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { OutboxClaim } from "../../src/outbox/outbox-store.js";
 import { PostgresStore } from "../../src/store/postgres/index.js";
-import { OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase } from "../support/outbox.js";
+import { type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /**
  * The relay's claim on a large backlog, straight against the stores: it returns each ordering
@@ -22,7 +23,7 @@ function numbers(count: number): string {
     WHERE s.n < ${count}`;
 }
 
-describe.each(OUTBOX_DATABASES)("outbox claim on a large backlog on %s", (kind) => {
+describe.each(TEST_DATABASES)("outbox claim on a large backlog on %s", (kind) => {
   let db: OutboxTestDatabase;
   let store: OutboxTestStore;
 

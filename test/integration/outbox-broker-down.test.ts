@@ -3,16 +3,17 @@ import { InboxPipeline, OutboxRelay, type OutboxRelayOptions, silentLogger } fro
 import { closeConnectionsNamed } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {
-  BrokerProxy, ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually,
+  BrokerProxy, ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually,
   randomExchangeName, sleep,
 } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /**
  * Broker outages: the relay reaches the broker through a TCP proxy that the test cuts (every
  * connection reset, nothing listening) and restores, or the broker closes the relay's
  * connection. Rows wait in the outbox meanwhile and all go out when the broker is back.
  */
-describe.each(OUTBOX_DATABASES)("outbox with the broker down on %s", (kind) => {
+describe.each(TEST_DATABASES)("outbox with the broker down on %s", (kind) => {
   let db: OutboxTestDatabase;
   let store: OutboxTestStore;
   let proxy: BrokerProxy;

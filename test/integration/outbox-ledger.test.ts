@@ -1,10 +1,12 @@
 import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
-import { REPO_ROOT, accountOpened, amqpUrlFromEnv, balanceAdjusted } from "../../examples/ledger/harness.js";
+import { REPO_ROOT, amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
+import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
 import { outboxMessageId } from "../../src/index.js";
-import { LEDGER_OUTBOX_DATABASES, useLedgerTest } from "../support/ledger-harness.js";
+import { useLedgerTest } from "../support/ledger-harness.js";
 import { ExchangeTap, deleteExchanges, eventually, outboxTableAt, sleep } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /**
  * The ledger's outbox contract, end to end with the real service process:
@@ -12,7 +14,7 @@ import { ExchangeTap, deleteExchanges, eventually, outboxTableAt, sleep } from "
  * exchange `<LEDGER_QUEUE>.balance-changed`, with the balance right after that event (in delivery
  * order within a batch) and a message id that is the same every time that change is re-sent.
  */
-describe.each(LEDGER_OUTBOX_DATABASES)("ledger balance.changed through the outbox on %s", (kind) => {
+describe.each(TEST_DATABASES)("ledger balance.changed through the outbox on %s", (kind) => {
   const t = useLedgerTest(kind);
   const taps: ExchangeTap[] = [];
 

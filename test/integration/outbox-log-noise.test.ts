@@ -5,13 +5,14 @@ import { amqpUrl } from "../support/broker.js";
 import {
   type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, declareExchanges, deleteExchanges, eventually, randomExchangeName,
 } from "../support/outbox.js";
+import { onSelectedDatabases } from "../support/test-databases.js";
 
 /**
  * A relay whose publishes keep failing (nothing bound to the exchange: every publish comes back
  * unroutable) against the real broker: the failure is logged once, then as one line per interval
  * with its count, never once per attempt.
  */
-describe.each(["postgres", "sqlite"] as const)("outbox relay logs on %s", (kind) => {
+describe.each(onSelectedDatabases(["postgres", "sqlite"] as const))("outbox relay logs on %s", (kind) => {
   let db: OutboxTestDatabase;
   let store: OutboxTestStore;
   let exchange: string;

@@ -8,8 +8,9 @@ import { createSqliteFile } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 import { RelayProcess } from "../support/outbox-process.js";
 import {
-  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName,
+  ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName,
 } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /**
  * The relay's failure window: a relay process publishes a row, gets the broker's confirm, and is
@@ -17,7 +18,7 @@ import {
  * with the same message id, and a downstream rabbit-inbox consumer (deduplicating on that id)
  * applies it once.
  */
-describe.each(OUTBOX_DATABASES)("outbox relay killed between confirm and mark-sent on %s", (kind) => {
+describe.each(TEST_DATABASES)("outbox relay killed between confirm and mark-sent on %s", (kind) => {
   let db: OutboxTestDatabase;
   let store: OutboxTestStore;
   let exchange: string;

@@ -3,16 +3,17 @@ import { InboxPipeline, type InboxHandler, OutboxRelay, type OutboxRelayOptions,
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {
-  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, idTable, createOutboxDatabase, declareExchanges, deleteExchanges, eventually,
+  ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, idTable, createOutboxDatabase, declareExchanges, deleteExchanges, eventually,
   randomExchangeName, sleep,
 } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /**
  * The outbox relay against a real broker and real databases: what a handler publishes goes out
  * persistent with a stable message id after COMMIT, duplicates re-send pending output, ordering
  * keys hold, cleanup removes only old sent rows, and wake-ups come without waiting for a poll.
  */
-describe.each(OUTBOX_DATABASES)("outbox relay on %s", (kind) => {
+describe.each(TEST_DATABASES)("outbox relay on %s", (kind) => {
   let db: OutboxTestDatabase;
   let store: OutboxTestStore;
   let exchanges: string[];

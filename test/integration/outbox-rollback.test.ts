@@ -5,8 +5,9 @@ import {
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {
-  ExchangeTap, type IdTable, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, idTable, createOutboxDatabase, deleteExchanges, randomExchangeName, sleep,
+  ExchangeTap, type IdTable, type OutboxTestDatabase, type OutboxTestStore, idTable, createOutboxDatabase, deleteExchanges, randomExchangeName, sleep,
 } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 type Event = { tenant: string; event_id: string; fail?: string };
 
@@ -15,7 +16,7 @@ type Event = { tenant: string; event_id: string; fail?: string };
  * event, or a commit that does not happen leaves no outbox row behind, so nothing is published;
  * a retried transaction writes its messages once.
  */
-describe.each(OUTBOX_DATABASES)("outbox rollback on %s", (kind) => {
+describe.each(TEST_DATABASES)("outbox rollback on %s", (kind) => {
   let db: OutboxTestDatabase;
   let store: OutboxTestStore;
   let relay: OutboxRelay;

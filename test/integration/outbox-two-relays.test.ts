@@ -2,8 +2,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { OutboxRelay, silentLogger } from "../../src/index.js";
 import { amqpUrl } from "../support/broker.js";
 import {
-  ExchangeTap, OUTBOX_DATABASES, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName, sleep,
+  ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName, sleep,
 } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 /**
  * Several relays on one outbox (each with its own pool or database connection, as separate
@@ -11,7 +12,7 @@ import {
  * id must reach the exchange exactly once, both relays must have done part of the work, and
  * ordering keys must still hold.
  */
-describe.each(OUTBOX_DATABASES)("two outbox relays on %s", (kind) => {
+describe.each(TEST_DATABASES)("two outbox relays on %s", (kind) => {
   let db: OutboxTestDatabase;
   let writer: OutboxTestStore;
   const stores: Array<OutboxTestStore> = [];

@@ -16,6 +16,7 @@ import type { Store } from "../../src/index.js";
 import { amqpUrl, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
 import { createPgSchema, openPostgresStore } from "../support/databases.js";
 import { sqliteWithEffects } from "../support/sqlite-effects.js";
+import { onSelectedDatabases } from "../support/test-databases.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 const MAX_DELIVERIES = 3;
@@ -74,11 +75,11 @@ async function unsettled(queue: string): Promise<number> {
   return withChannel(async (ch) => (await ch.checkQueue(queue)).messageCount);
 }
 
-describe.each([
-  { name: "classic queue, SQLite", quorum: false, fixture: sqliteFixture },
-  { name: "classic queue, PostgreSQL", quorum: false, fixture: postgresFixture },
-  { name: "quorum queue, PostgreSQL", quorum: true, fixture: postgresFixture },
-])("a message that crashes its consumer every time ($name)", ({ quorum, fixture }) => {
+describe.each(onSelectedDatabases([
+  { name: "classic queue, SQLite", kind: "sqlite", quorum: false, fixture: sqliteFixture },
+  { name: "classic queue, PostgreSQL", kind: "postgres", quorum: false, fixture: postgresFixture },
+  { name: "quorum queue, PostgreSQL", kind: "postgres", quorum: true, fixture: postgresFixture },
+] as const, (c) => c.kind))("a message that crashes its consumer every time ($name)", ({ quorum, fixture }) => {
   it(`is quarantined as retries_exhausted after ${MAX_DELIVERIES} crashes; the messages around it apply exactly once`, async () => {
     const { databaseUrl, store, effects } = await fixture();
     const queue = `ri.test.poison.${randomBytes(5).toString("hex")}`;

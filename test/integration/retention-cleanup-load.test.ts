@@ -7,10 +7,11 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { readLedgerTables } from "../../examples/ledger/harness.js";
+import { readLedgerTables } from "../support/ledger/ledger-tables.js";
 import { publishAll, waitFor } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -22,7 +23,7 @@ const ACCOUNTS = 20;
 const ROUNDS = 24;
 const PER_ROUND = 100;
 
-describe.each(["postgres", "sqlite", "mysql"] as const)("cleanup while consumers run on %s", (kind) => {
+describe.each(TEST_DATABASES)("cleanup while consumers run on %s", (kind) => {
   it("purges in small batches without a single transient retry or error in the consumers", { timeout: 180_000 }, async () => {
     const database = await createEmptyDatabase(kind);
     cleanups.push(database.remove);

@@ -11,12 +11,13 @@ import type { Outcome } from "../../src/core/outcome.js";
 import { RetentionGuardError, purgeExpiredDedupRecords } from "../../src/retention/index.js";
 import type { MysqlStore } from "../../src/store/mysql/index.js";
 import { pgUrl } from "../support/databases.js";
-import { FIXTURE_KINDS, HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
 
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 const reasons = (outcomes: Outcome[]) => outcomes.map((o) => (o.kind === "quarantined" ? `quarantined:${o.reason}` : o.kind));
 
-describe.each(FIXTURE_KINDS)("stale fence on %s", (kind) => {
+describe.each(TEST_DATABASES)("stale fence on %s", (kind) => {
   it("a purge, then a redelivery of a purged event: quarantined as stale, not applied; an event stamped after the horizon applies", async () => {
     const f = await retentionFixture(kind);
     const pipeline = f.pipeline();

@@ -10,17 +10,17 @@
  * Prints `consumer: started` once consuming. SIGTERM drains and exits 0.
  */
 import { writeSync } from "node:fs";
-import { InboxConsumer, type InboxHandler, type Store, createJsonLogger, quorumQueueArguments } from "../../src/index.js";
-import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
-import { type SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";
+import { InboxConsumer, type InboxHandler, createJsonLogger, openStore, quorumQueueArguments } from "../../src/index.js";
+import type { PgClient } from "../../src/store/postgres/index.js";
+import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 
 interface Effect { tenant: string; event_id: string }
 
 async function main(): Promise<void> {
-  const databaseUrl = process.env.DATABASE_URL ?? "";
   const poison = process.env.POISON_EVENT ?? "";
-  const isPostgres = /^postgres(ql)?:\/\//.test(databaseUrl);
-  const store: Store<PgClient> | Store<SqliteDatabase> = isPostgres ? await PostgresStore.connect(databaseUrl) : await SqliteStore.open(databaseUrl);
+  const store = await openStore(process.env.DATABASE_URL ?? "", { source: "DATABASE_URL" });
+  if (store.dialect === "mysql") throw new Error("the crash-loop consumer's handler is written for PostgreSQL and SQLite only");
+  const isPostgres = store.dialect === "postgres";
   const crashOn = (eventId: string) => {
     if (eventId === poison) process.kill(process.pid, "SIGKILL");
   };

@@ -6,6 +6,7 @@ import mysql from "mysql2/promise";
 import pg from "pg";
 import { PostgresStore } from "../../src/store/postgres/index.js";
 import { type SqliteOpenOptions, SqliteStore } from "../../src/store/sqlite/index.js";
+import type { TestDatabaseKind } from "./test-databases.js";
 
 /**
  * Isolated databases for tests: a PostgreSQL schema, a MySQL/MariaDB database or an SQLite file
@@ -111,14 +112,13 @@ export async function createMysqlDatabase(base: string = mysqlUrl): Promise<Test
   };
 }
 
-export type DatabaseKind = "postgres" | "sqlite" | "mysql";
 
 /**
  * A new, empty database of the kind, as the DATABASE_URL the ledger and the `rabbit-inbox`
  * command take: a PostgreSQL schema (search_path in the URL), a MariaDB database, or an SQLite
  * path not created yet. `remove` drops it.
  */
-export async function createEmptyDatabase(kind: DatabaseKind): Promise<{ url: string; remove: () => Promise<void> }> {
+export async function createEmptyDatabase(kind: TestDatabaseKind): Promise<{ url: string; remove: () => Promise<void> }> {
   if (kind === "postgres") {
     const schema = await createPgSchema();
     return { url: schema.url, remove: () => schema.drop() };

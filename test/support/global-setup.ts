@@ -1,4 +1,5 @@
 import { connect } from "node:net";
+import { TEST_DATABASES_VARIABLE, selectTestDatabases } from "./test-databases.js";
 
 /**
  * vitest globalSetup: every real service the tests use must accept TCP connections before any
@@ -54,6 +55,8 @@ function probe(host: string, port: number, timeoutMs: number): Promise<string | 
 }
 
 export async function setup(): Promise<void> {
+  // A mistyped selection stops the run here, once, before any file skips a database over it.
+  selectTestDatabases(process.env[TEST_DATABASES_VARIABLE]);
   const problems = await Promise.all(
     services.map(async (service) => {
       const { host, port } = hostAndPort(service);

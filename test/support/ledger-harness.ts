@@ -1,9 +1,12 @@
 import { afterEach, beforeEach } from "vitest";
-import {
-  BrokerClient, type CliBalance, type CliQuarantine, type ExitStatus, LedgerProcess, type LedgerProcessOptions, type LedgerTables,
-  cliBalances, cliQuarantine, killAllLedgerProcesses, ledgerExchangeNames, ledgerQueueNames, partitionExchangeNames, randomQueueName, readLedgerTables,
-} from "../../examples/ledger/harness.js";
+import { BrokerClient } from "./ledger/broker-client.js";
+import { type CliBalance, type CliQuarantine, cliBalances, cliQuarantine } from "./ledger/ledger-cli.js";
+import { LedgerProcess, type LedgerProcessOptions, killAllLedgerProcesses } from "./ledger/ledger-process.js";
+import { type LedgerTables, readLedgerTables } from "./ledger/ledger-tables.js";
+import { ledgerExchangeNames, ledgerQueueNames, partitionExchangeNames, randomQueueName } from "./ledger/ledger-topology.js";
+import type { ExitStatus } from "./ledger/wait-until.js";
 import { createEmptyDatabase } from "./databases.js";
+import type { TestDatabaseKind } from "./test-databases.js";
 
 /**
  * Per-test context for the ledger integration tests: a random work queue (and its
@@ -11,14 +14,8 @@ import { createEmptyDatabase } from "./databases.js";
  * file, a broker client, and teardown that kills every ledger process the test started and deletes its queues and database.
  */
 
-export type LedgerDatabaseKind = "postgres" | "sqlite" | "mysql";
-/** Every database the ledger service runs on. */
-export const LEDGER_DATABASES: readonly LedgerDatabaseKind[] = ["postgres", "sqlite", "mysql"];
-/** The databases whose ledger has a transactional outbox (publishes `balance.changed`): all of them. */
-export const LEDGER_OUTBOX_DATABASES: readonly LedgerDatabaseKind[] = LEDGER_DATABASES;
-
 export interface LedgerTestContext {
-  readonly kind: LedgerDatabaseKind;
+  readonly kind: TestDatabaseKind;
   readonly queue: string;
   readonly quarantineQueue: string;
   readonly databaseUrl: string;
@@ -54,7 +51,7 @@ export interface LedgerTestOptions {
 }
 
 /** Registers beforeEach/afterEach in the calling describe block and returns the live context. */
-export function useLedgerTest(kind: LedgerDatabaseKind, options: LedgerTestOptions = {}): LedgerTestContext {
+export function useLedgerTest(kind: TestDatabaseKind, options: LedgerTestOptions = {}): LedgerTestContext {
   let state: State | undefined;
   const current = (): State => {
     if (!state) throw new Error("ledger test context used outside a test");

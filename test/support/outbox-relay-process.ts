@@ -9,18 +9,10 @@
  * Prints `relay: started` once running. SIGTERM stops the relay (drains) and exits 0.
  */
 import { writeSync } from "node:fs";
-import { OutboxRelay, type OutboxRelayStore, createJsonLogger, describeError } from "../../src/index.js";
-import { MysqlStore } from "../../src/store/mysql/index.js";
-import { PostgresStore } from "../../src/store/postgres/index.js";
-import { SqliteStore } from "../../src/store/sqlite/index.js";
+import { OutboxRelay, createJsonLogger, describeError, openStore } from "../../src/index.js";
 
 async function main(): Promise<void> {
-  const databaseUrl = process.env.DATABASE_URL ?? "";
-  const store: OutboxRelayStore & { close(): Promise<void> } = /^postgres(ql)?:\/\//.test(databaseUrl)
-    ? await PostgresStore.connect(databaseUrl)
-    : /^(mysql|mariadb):\/\//.test(databaseUrl)
-      ? await MysqlStore.connect(databaseUrl.replace(/^mariadb:/, "mysql:"))
-      : await SqliteStore.open(databaseUrl);
+  const store = await openStore(process.env.DATABASE_URL ?? "", { source: "DATABASE_URL" });
   const pause = process.env.RELAY_PAUSE_AFTER_CONFIRM === "1";
   const relay = new OutboxRelay({
     url: process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672",

@@ -5,11 +5,13 @@ import type { ChannelModel, ConsumeMessage } from "amqplib";
 import mysql from "mysql2/promise";
 import pg from "pg";
 import Database from "better-sqlite3";
+import { databaseTargetOf } from "../../src/index.js";
 import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "./broker.js";
 import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
+import type { TestDatabaseKind } from "./test-databases.js";
 
 /**
  * Support for the outbox integration tests: a database per test (PostgreSQL schema, MySQL/MariaDB
@@ -17,8 +19,6 @@ import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databas
  * reaches an exchange, and a TCP proxy in front of the broker that a test can cut and restore.
  */
 
-export type OutboxDatabaseKind = "postgres" | "sqlite" | "mysql";
-export const OUTBOX_DATABASES: readonly OutboxDatabaseKind[] = ["postgres", "sqlite", "mysql"];
 /** A store with an outbox, as the outbox tests open them. */
 export type OutboxTestStore = PostgresStore | SqliteStore | MysqlStore;
 
@@ -35,7 +35,7 @@ export interface OutboxTableRow {
 }
 
 export interface OutboxTestDatabase {
-  kind: OutboxDatabaseKind;
+  kind: TestDatabaseKind;
   /** DATABASE_URL for child processes: a search_path URL, a MySQL database URL or the SQLite file. */
   url: string;
   /** Opens another store on the same database (another "process"). */
@@ -50,9 +50,10 @@ const OUTBOX_ROWS_SQL = "SELECT id, message_id, exchange, ordering_key, source_e
 
 /** Plain-SQL access to the outbox table of a DATABASE_URL (postgres://..., mysql://... or an SQLite file). */
 export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "exec"> {
-  if (/^(mysql|mariadb):\/\//i.test(url)) {
+  const target = databaseTargetOf(url);
+  if (target.kind === "mysql") {
     const query = async (sql: string): Promise<Array<Record<string, unknown>>> => {
-      const connection = await mysql.createConnection(url.replace(/^mariadb:/i, "mysql:"));
+      const connection = await mysql.createConnection(target.address);
       try {
         return (await connection.query(sql))[0] as Array<Record<string, unknown>>;
       } finally {
@@ -64,7 +65,7 @@ export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "e
       exec: async (sql) => { await query(sql); },
     };
   }
-  if (/^postgres(ql)?:\/\//i.test(url)) {
+  if (target.kind === "postgres") {
     const query = async (sql: string): Promise<Array<Record<string, unknown>>> => {
       const client = new pg.Client({ connectionString: url });
       await client.connect();
@@ -80,7 +81,7 @@ export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "e
     };
   }
   const withDb = <T>(work: (db: Database.Database) => T): T => {
-    const db = new Database(url, { timeout: 5000 });
+    const db = new Database(target.address, { timeout: 5000 });
     try {
       return work(db);
     } finally {
@@ -93,7 +94,7 @@ export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "e
   };
 }
 
-export async function createOutboxDatabase(kind: OutboxDatabaseKind): Promise<OutboxTestDatabase> {
+export async function createOutboxDatabase(kind: TestDatabaseKind): Promise<OutboxTestDatabase> {
   if (kind === "postgres") {
     const schema = await createPgSchema();
     return {

@@ -1,5 +1,8 @@
 import { expect } from "vitest";
-import { type BrokerClient, type LedgerMessage, type LedgerProcess, accountOpened, balanceAdjusted, waitUntil } from "../../examples/ledger/harness.js";
+import type { BrokerClient } from "./ledger/broker-client.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "./ledger/ledger-messages.js";
+import type { LedgerProcess } from "./ledger/ledger-process.js";
+import { waitUntil } from "./ledger/wait-until.js";
 import type { LedgerTestContext } from "./ledger-harness.js";
 import { outboxTableAt } from "./outbox.js";
 

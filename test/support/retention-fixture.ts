@@ -8,20 +8,19 @@ import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js"
 import { type SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";
 import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
 import { incomingMessage } from "./messages.js";
+import type { TestDatabaseKind } from "./test-databases.js";
 
 /**
  * A real database (a fresh PostgreSQL schema, MySQL/MariaDB database or SQLite file) with the
  * inbox tables, an `effects` table WITHOUT a unique key (an event applied twice shows as two
  * rows), a handler that writes one effect per applied event, and a collecting logger.
  */
-export type FixtureKind = "postgres" | "sqlite" | "mysql";
-export const FIXTURE_KINDS: readonly FixtureKind[] = ["postgres", "sqlite", "mysql"];
 export const HANDLER = "retention";
 
 export interface LogLine { level: string; msg: string; fields: Record<string, unknown> }
 
 export interface RetentionFixture {
-  kind: FixtureKind;
+  kind: TestDatabaseKind;
   /** DATABASE_URL for the `rabbit-inbox` command. */
   url: string;
   store: PostgresStore | SqliteStore | MysqlStore;
@@ -52,7 +51,7 @@ function collectingLogger(logs: LogLine[]): Logger {
   return { debug: log("debug"), info: log("info"), warn: log("warn"), error: log("error") };
 }
 
-export async function retentionFixture(kind: FixtureKind): Promise<RetentionFixture> {
+export async function retentionFixture(kind: TestDatabaseKind): Promise<RetentionFixture> {
   const logs: LogLine[] = [];
   const logger = collectingLogger(logs);
   if (kind === "postgres") {

@@ -9,6 +9,7 @@ import { ConfirmedPublisher } from "../../src/amqp/confirmed-publisher.js";
 import { QuarantinePublishError } from "../../src/core/errors.js";
 import { FakeBroker, type FakeChannel } from "../support/fake-amqp.js";
 
+/** The header older versions put on every publish to match returns: downstream consumers must not see it. */
 const ID_HEADER = "x-rabbit-inbox-publish-id";
 
 let broker: FakeBroker;
@@ -37,23 +38,49 @@ async function rejection(work: Promise<unknown>): Promise<QuarantinePublishError
 const returnedKept = (publisher: ConfirmedPublisher) => (publisher as unknown as { returned: Set<string> }).returned.size;
 
 describe("ConfirmedPublisher", () => {
-  it("resolves once the broker confirmed a routed message, sent mandatory with the caller's properties and its own id", async () => {
+  it("resolves once the broker confirmed a routed message, sent mandatory with the caller's properties and nothing of its own", async () => {
     const publisher = publisherOn();
     await publisher.publish("", "work.quarantine", Buffer.from("body"), { persistent: true, headers: { reason: "invalid" } });
     const [frame] = broker.framesOf("publish");
     expect(frame).toMatchObject({ exchange: "", routingKey: "work.quarantine", content: Buffer.from("body") });
-    expect(frame!.properties).toMatchObject({ persistent: true, headers: { reason: "invalid", [ID_HEADER]: `${process.pid}-1` } });
+    expect(frame!.properties).toEqual({ persistent: true, headers: { reason: "invalid" } });
+    expect(broker.queue("work.quarantine").messages[0]!.properties.headers).toEqual({ reason: "invalid" });
     expect(broker.framesOf("confirm")).toMatchObject([{ ok: true }]);
     expect(broker.queue("work.quarantine").messages).toHaveLength(1);
   });
 
-  it("gives every publish its own id", async () => {
+  it("tells its publishes apart without marking them: of several unconfirmed at once, only the returned ones fail", async () => {
     const publisher = publisherOn();
-    await Promise.all([publisher.publish("", "work.quarantine", Buffer.from("a")), publisher.publish("", "work.quarantine", Buffer.from("b"))]);
-    await publisher.publish("", "work.quarantine", Buffer.from("c"));
-    expect(broker.framesOf("publish").map((f) => (f.properties.headers as Record<string, unknown>)[ID_HEADER])).toEqual([
-      `${process.pid}-1`, `${process.pid}-2`, `${process.pid}-3`,
+    const results = await Promise.allSettled([
+      publisher.publish("", "work.quarantine", Buffer.from("a"), { messageId: "m-1" }),
+      publisher.publish("", "nowhere", Buffer.from("a"), { messageId: "m-1" }),
+      publisher.publish("", "work.quarantine", Buffer.from("b"), { messageId: "m-2" }),
+      publisher.publish("", "nowhere", Buffer.from("b"), { messageId: "m-3" }),
+      publisher.publish("", "work.quarantine", Buffer.from("c")),
     ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled", "rejected", "fulfilled"]);
+    expect(broker.queue("work.quarantine").messages.map((m) => m.content.toString())).toEqual(["a", "b", "c"]);
+    for (const frame of broker.framesOf("publish")) expect(frame.properties.headers ?? {}).not.toHaveProperty(ID_HEADER);
+    expect(returnedKept(publisher)).toBe(0);
+  });
+
+  it("takes a return for one publish only, even when several unconfirmed ones look the same", async () => {
+    broker.confirmPolicy = () => "hold";
+    const publisher = publisherOn();
+    const same = () => publisher.publish("", "work.quarantine", Buffer.from("same"), { messageId: "m-1" });
+    const publishes = [same(), same()];
+    const returned = { content: Buffer.from("same"), fields: { exchange: "", routingKey: "work.quarantine" }, properties: { messageId: "m-1" } };
+    channel.emit("return", returned);
+    expect(returnedKept(publisher)).toBe(1);
+    channel.emit("return", returned);
+    expect(returnedKept(publisher)).toBe(2);
+    // A third return has no unconfirmed publish left to belong to.
+    channel.emit("return", returned);
+    expect(returnedKept(publisher)).toBe(2);
+    channel.on("error", () => undefined);
+    channel.closedByBroker(new Error("Channel closed by server: 404"), "NOT_FOUND");
+    for (const p of publishes) await expect(p).rejects.toThrow(/channel closed/);
+    expect(returnedKept(publisher)).toBe(0);
   });
 
   it("rejects a message no queue took even though the broker acked its confirm, and forgets it afterwards", async () => {
@@ -121,10 +148,13 @@ describe("ConfirmedPublisher", () => {
   it("ignores returns of messages it did not publish, and returns without headers", async () => {
     const publisher = publisherOn();
     expect(() => channel.emit("return", { content: Buffer.from(""), fields: {}, properties: {} })).not.toThrow();
+    expect(() => channel.emit("return", {})).not.toThrow();
     channel.emit("return", { content: Buffer.from(""), fields: {}, properties: { headers: { [ID_HEADER]: 1 } } });
     expect(returnedKept(publisher)).toBe(0);
-    channel.emit("return", { content: Buffer.from(""), fields: {}, properties: { headers: { [ID_HEADER]: "someone-else" } } });
-    expect(returnedKept(publisher)).toBe(1);
+    // Nothing is kept of a return that matches no unconfirmed publish, so a later publish of
+    // that very message is not mistaken for it.
+    channel.emit("return", { content: Buffer.from("x"), fields: { exchange: "", routingKey: "work.quarantine" }, properties: { headers: { [ID_HEADER]: "someone-else" } } });
+    expect(returnedKept(publisher)).toBe(0);
     await publisher.publish("", "work.quarantine", Buffer.from("x"));
   });
 });

@@ -2,7 +2,7 @@ import { Command, Option } from "commander";
 import { parseDuration, formatDuration } from "../../retention/duration.js";
 import { purgeExpiredDedupRecords } from "../../retention/cleanup.js";
 import { REPLAY_WINDOW_ENV, resolveReplayWindow } from "../../retention/replay-window.js";
-import { databaseUrlFrom, requireCurrentSchema, withDatabase } from "../open-database.js";
+import { withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption, parsePositiveInt } from "../options.js";
 import { iso, printJson, printLine, printNote } from "../output.js";
 
@@ -37,8 +37,7 @@ export function cleanupCommand(): Command {
         { source: REPLAY_WINDOW_ENV, value: process.env[REPLAY_WINDOW_ENV] },
       ]);
       const pauseMs = parseDuration(options.pause);
-      await withDatabase(databaseUrlFrom(options.databaseUrl), async (db) => {
-        await requireCurrentSchema(db.operations);
+      await withCurrentSchema(options.databaseUrl, async (db) => {
         const report = await purgeExpiredDedupRecords(db.operations, {
           replayWindowMs: window.ms, force: options.force ?? false, dryRun: options.dryRun ?? false,
           batchSize: options.batchSize, pauseMs, ...(options.handler ? { handler: options.handler } : {}),

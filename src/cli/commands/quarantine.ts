@@ -7,7 +7,7 @@ import type { AuditRecord, QuarantineDetail, QuarantineStatus } from "../../quar
 import { replayQuarantineEntry } from "../../quarantine/replay.js";
 import { actorFrom } from "../actor.js";
 import { CliError } from "../cli-error.js";
-import { databaseUrlFrom, requireCurrentSchema, withDatabase } from "../open-database.js";
+import { withCurrentSchema } from "../open-database.js";
 import { amqpUrlFrom, amqpUrlOption, databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
 import { clip, iso, printJson, printLine, printNote, printTable } from "../output.js";
 import { payloadLines, sideBySide } from "../side-by-side.js";
@@ -57,8 +57,7 @@ export function quarantineCommand(): Command {
     .addOption(databaseUrlOption())
     .addOption(jsonOption())
     .action(async (options: Common & { status: QuarantineStatus | "all"; handler?: string; reason?: string; limit: number }) => {
-      await withDatabase(databaseUrlFrom(options.databaseUrl), async (db) => {
-        await requireCurrentSchema(db.operations);
+      await withCurrentSchema(options.databaseUrl, async (db) => {
         const entries = await db.operations.listQuarantineEntries({
           status: options.status, limit: options.limit,
           ...(options.handler ? { handler: options.handler } : {}), ...(options.reason ? { reason: options.reason } : {}),
@@ -70,15 +69,10 @@ export function quarantineCommand(): Command {
       });
     });
 
-  group.command("show")
-    .description("one entry in full: body, AMQP properties, fingerprints, and its audit trail")
-    .argument("<id>", "quarantine entry id")
-    .addOption(databaseUrlOption())
-    .addOption(jsonOption())
+  readCommand(group, "show", "one entry in full: body, AMQP properties, fingerprints, and its audit trail", "quarantine entry id")
     .action(async (idText: string, options: Common) => {
       const id = parseId(idText);
-      await withDatabase(databaseUrlFrom(options.databaseUrl), async (db) => {
-        await requireCurrentSchema(db.operations);
+      await withCurrentSchema(options.databaseUrl, async (db) => {
         const entry = await db.operations.getQuarantineEntry(id);
         if (!entry) throw new CliError(`no quarantine entry #${id}`);
         const audit = await db.operations.quarantineAudit(id);
@@ -107,15 +101,11 @@ export function quarantineCommand(): Command {
       });
     });
 
-  group.command("diff")
-    .description("a conflict's two versions side by side: the stored one (when a quarantine entry holds its payload) and the new one")
-    .argument("<id>", "quarantine entry id (a conflict)")
-    .addOption(databaseUrlOption())
-    .addOption(jsonOption())
+  readCommand(group, "diff", "a conflict's two versions side by side: the stored one (when a quarantine entry holds its payload) and the new one",
+    "quarantine entry id (a conflict)")
     .action(async (idText: string, options: Common) => {
       const id = parseId(idText);
-      await withDatabase(databaseUrlFrom(options.databaseUrl), async (db) => {
-        await requireCurrentSchema(db.operations);
+      await withCurrentSchema(options.databaseUrl, async (db) => {
         const diff = await diffConflict(db.operations, id);
         const value = (p: typeof diff.incoming.payload) => (p === null ? null : p.json ? p.value : p.text);
         if (options.json) {
@@ -164,8 +154,7 @@ export function quarantineCommand(): Command {
       if ((options.acceptNew || options.acceptStale) && !options.reason?.trim()) {
         throw new CliError(`--${options.acceptNew ? "accept-new" : "accept-stale"} overrides a safety check: give the --reason`, 2);
       }
-      await withDatabase(databaseUrlFrom(options.databaseUrl), async (db) => {
-        await requireCurrentSchema(db.operations);
+      await withCurrentSchema(options.databaseUrl, async (db) => {
         const entry = await db.operations.getQuarantineEntry(id);
         if (!entry) throw new CliError(`no quarantine entry #${id}`);
         if (entry.reason === "conflict" && !options.acceptNew) printNote(`entry #${id} is a conflict: without --accept-new the replay will conflict again (see rabbit-inbox quarantine diff ${id})`);
@@ -194,8 +183,7 @@ export function quarantineCommand(): Command {
     .action(async (idText: string, options: Common & { reason: string; actor?: string }) => {
       const id = parseId(idText);
       if (!options.reason.trim()) throw new CliError("--reason must say why", 2);
-      await withDatabase(databaseUrlFrom(options.databaseUrl), async (db) => {
-        await requireCurrentSchema(db.operations);
+      await withCurrentSchema(options.databaseUrl, async (db) => {
         const audit = await discardQuarantineEntry(db.operations, { id, actor: actorFrom(options.actor), reason: options.reason.trim() });
         if (options.json) return printJson({ id, audit: auditJson(audit) });
         printLine(`discarded quarantine entry #${id} (audit #${audit.id} by ${audit.actor})`);
@@ -203,4 +191,9 @@ export function quarantineCommand(): Command {
     });
 
   return group;
+}
+
+/** A command that reads one entry: its id, `--database-url` and `--json`. */
+function readCommand(group: Command, name: string, description: string, idDescription: string): Command {
+  return group.command(name).description(description).argument("<id>", idDescription).addOption(databaseUrlOption()).addOption(jsonOption());
 }

@@ -1,6 +1,6 @@
 import { Command } from "commander";
 import type { InboxOperations } from "../../store/operations.js";
-import { databaseUrlFrom, requireCurrentSchema, schemaState, withDatabase } from "../open-database.js";
+import { schemaState, withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption } from "../options.js";
 import { iso, printJson, printLine, printTable } from "../output.js";
 
@@ -37,8 +37,7 @@ export function statusCommand(): Command {
     .addOption(databaseUrlOption())
     .addOption(jsonOption())
     .action(async (options: { databaseUrl?: string; json?: boolean }) => {
-      await withDatabase(databaseUrlFrom(options.databaseUrl), async (db) => {
-        await requireCurrentSchema(db.operations);
+      await withCurrentSchema(options.databaseUrl, async (db) => {
         const status = await collectStatus(db.operations);
         if (options.json) {
           printJson({ database: db.description, ...status });

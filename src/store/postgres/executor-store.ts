@@ -61,6 +61,8 @@ export const postgresExecutorDialect: ExecutorDialect = {
  * over the same tables (docs/byo-transaction.md).
  */
 export class PostgresExecutorStore<Tx> extends SqlStore<Tx> {
+  /** Narrowed from SqlStore's `string`, as it was. */
+  declare readonly dialect: "postgres";
   constructor(options: PostgresExecutorStoreOptions<Tx>) {
     if (!options.executor) throw new InboxConfigError("PostgresExecutorStore needs an executor, e.g. fromKysely(db)");
     const prefix = schemaPrefix(options.schema);

@@ -32,6 +32,8 @@ export function schemaPrefix(schema: string | undefined): string {
  * outbox-relay.ts) and the operator's operations() on the same pool.
  */
 export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> implements OutboxRelayStore {
+  /** Narrowed from SqlStore's `string`, so `store.dialect === "postgres"` tells a PostgresStore from the others. */
+  declare readonly dialect: "postgres";
   private readonly prefix: string;
   private readonly relay: PostgresOutboxRelay<C>;
 

@@ -1,0 +1,166 @@
+import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
+import { InboxConfigError } from "../core/errors.js";
+import type { InboxHandler } from "../core/handler.js";
+import type { PipelineHook } from "../core/hooks.js";
+import type { Logger } from "../core/logger.js";
+import type { Outcome } from "../core/outcome.js";
+import type { PipelineOptions } from "../core/pipeline.js";
+import type { Store } from "../core/store.js";
+import type { BrokerUrls } from "./broker-connection.js";
+import { PartitionMembership } from "./partition-membership.js";
+
+export interface InboxConsumerOptions<E, Tx> {
+  /**
+   * AMQP URL, e.g. `amqp://guest:guest@127.0.0.1:5672`, or the URLs of a cluster's nodes (an
+   * array, or one string separated by commas). The consumer connects to the first node that
+   * answers and, after losing it, to the others in turn. Passwords are never logged.
+   */
+  url: BrokerUrls;
+  /** The work queue; with `partitions`, the base name of the partition queues and the exchange. */
+  queue: string;
+  /**
+   * Partitioned, ordered consumption over several replicas (see docs/scaling.md). Default: none,
+   * one work queue.
+   */
+  partitions?: PartitionOptions;
+  store: Store<Tx>;
+  handler: InboxHandler<E, Tx>;
+  /**
+   * Unacked deliveries the broker may push to this consumer. Default: twice `batchSize`, at
+   * least 200 (so the next batch fills while one is in its transaction): 1000 by default.
+   */
+  prefetch?: number;
+  /**
+   * Deliveries per database transaction. Default 500 (batched). 1 is strict mode: one
+   * transaction per message. A batch is flushed as soon as the process has no more deliveries
+   * waiting, so latency stays low at low load. Each transaction costs the consumer a fixed
+   * amount of work (round trips, acks), so larger batches cost less per message under load
+   * (BENCHMARKS.md, PostgreSQL: 200 was about 25% faster than 100, and 500 about 18% faster
+   * than 200, at a median settle latency of about 50 ms under full load instead of 27 ms) at
+   * the price of holding row locks longer and of more redeliveries after a crash (up to a
+   * prefetch's worth, each then settled in a transaction of its own).
+   */
+  batchSize?: number;
+  /**
+   * Transactions in flight at once. Default 1, which applies deliveries in queue order (an
+   * `account.opened` before the adjustment that follows it). Raise it only when the handler does
+   * not depend on order; it is capped by the store's `maxConcurrentTransactions` (SQLite: 1).
+   */
+  concurrency?: number;
+  /** Quarantine queue. Default `<queue>.quarantine`. */
+  quarantineQueue?: string;
+  /**
+   * Declare the work and quarantine queues (durable) at start. Default true. With false, both
+   * must already exist: a passive check fails start() with the queue's name otherwise.
+   */
+  declareTopology?: boolean;
+  /** Arguments for declaring the work queue, e.g. `quorumQueueArguments({ deliveryLimit: 20 })`. */
+  queueArguments?: Record<string, unknown>;
+  /**
+   * Delays of the broker-side retries, in ms. When a message's transient failures outlive the
+   * in-process retries, or its handler refuses it with RetryLaterError (`retryLater`), it is
+   * republished (with confirms) to `<queue>.retry.<n>`, a queue whose TTL dead-letters it back to
+   * the work queue, and the original is acked. After the last delay it is quarantined as
+   * `retries_exhausted` (or with the handler's reason). Default [1000, 10000, 60000]; [] disables.
+   */
+  retryDelaysMs?: readonly number[];
+  /** Poison threshold on `x-delivery-count` (quorum queues). Default 10. */
+  maxDeliveries?: number;
+  /** Shown by `rabbitmqctl list_connections client_properties`. Default `rabbit-inbox <handler> <pid>`. */
+  connectionName?: string;
+  /** Publisher-confirm timeout for quarantine publishes, in ms. Default 10 000. */
+  confirmTimeoutMs?: number;
+  /** Reconnect backoff after a lost connection or channel: first delay, in ms. Default 200. */
+  reconnectBaseDelayMs?: number;
+  /** Reconnect backoff cap, in ms. Default 10 000. */
+  reconnectMaxDelayMs?: number;
+  /** Pause before giving deliveries back to the broker when the database is unreachable. Default 1000 ms. */
+  requeueDelayMs?: number;
+  logger?: Logger;
+  retry?: PipelineOptions<E, Tx>["retry"];
+  decodeLimits?: PipelineOptions<E, Tx>["decodeLimits"];
+  quarantineBodyCap?: number;
+  /**
+   * Where the stale fence reads an event's time: the AMQP `timestamp` property (default),
+   * else `eventTimeField` of the body. See docs/operations.md.
+   */
+  staleFence?: PipelineOptions<E, Tx>["staleFence"];
+  /** Failure-window hook (fault injection, tests, drills). */
+  hook?: PipelineHook;
+  /**
+   * Called after each delivery is settled, with its outcome and the time from its arrival in
+   * this process to its settlement (for metrics).
+   */
+  onOutcome?: (outcome: Outcome, timing: { latencyMs: number }) => void;
+}
+
+/**
+ * Partitioned consumption: producers publish to an `x-consistent-hash` exchange with a routing
+ * key per ordering key (e.g. `<tenant>/<account>`); it routes each key always to the same one
+ * of `count` partition queues (quorum, single active consumer). The replicas of a consumer learn
+ * each other through the broker and split the partitions evenly; a partition changes hands only
+ * after its last owner settled (or gave back) every delivery it held, so per-key order holds
+ * across replicas, node failures and replica failures.
+ */
+export interface PartitionOptions {
+  /** Number of partition queues, `<queue>.p0` .. `<queue>.p<count-1>`. Fixed once producers use it. */
+  count: number;
+  /** The consistent-hash exchange producers publish to. Default: the `queue` name itself. */
+  exchange?: string;
+  /** How often a replica announces itself to the others, in ms. Default 500. */
+  heartbeatMs?: number;
+  /**
+   * A replica not heard from for this long is gone and its partitions move, in ms. Default
+   * 2500. Shorter moves partitions of a crashed replica sooner; it must outlast a reconnect
+   * to another broker node, or partitions move away and back.
+   */
+  memberTimeoutMs?: number;
+  /** This replica's id among the others. Default `<host>:<pid>:<random>`. */
+  memberId?: string;
+}
+
+/** The options' values with their defaults, checked: a wrong one throws InboxConfigError before anything connects. */
+export interface ConsumerSettings {
+  prefetch: number;
+  batchSize: number;
+  concurrency: number;
+  quarantineQueue: string;
+  retryDelays: readonly number[];
+  requeueDelayMs: number;
+}
+
+export function consumerSettings<E, Tx>(options: InboxConsumerOptions<E, Tx>): ConsumerSettings {
+  if (!options.queue) throw new InboxConfigError("queue is required");
+  const batchSize = options.batchSize ?? 500;
+  const prefetch = options.prefetch ?? Math.min(65535, Math.max(200, 2 * batchSize));
+  if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > 65535) throw new InboxConfigError(`prefetch must be an integer from 1 to 65535, got ${prefetch}`);
+  if (!Number.isInteger(batchSize) || batchSize < 1) throw new InboxConfigError(`batchSize must be a positive integer, got ${batchSize}`);
+  const retryDelays = options.retryDelaysMs ?? [1000, 10_000, 60_000];
+  for (const d of retryDelays) {
+    if (!Number.isSafeInteger(d) || d < 1) throw new InboxConfigError(`retryDelaysMs must hold positive integers (ms), got ${d}`);
+  }
+  return {
+    prefetch, batchSize, retryDelays,
+    concurrency: Math.min(options.concurrency ?? 1, options.store.maxConcurrentTransactions),
+    quarantineQueue: options.quarantineQueue ?? `${options.queue}.quarantine`,
+    requeueDelayMs: options.requeueDelayMs ?? 1000,
+  };
+}
+
+/** The replicas' membership of a partitioned consumer, its options checked. */
+export function partitionMembership(queue: string, partitions: PartitionOptions, logger: Logger, onChange: () => void): PartitionMembership {
+  const { count } = partitions;
+  if (!Number.isSafeInteger(count) || count < 1 || count > 1000) throw new InboxConfigError(`partitions.count must be an integer from 1 to 1000, got ${count}`);
+  const heartbeatMs = partitions.heartbeatMs ?? 500;
+  const memberTimeoutMs = partitions.memberTimeoutMs ?? 2500;
+  if (!(heartbeatMs > 0)) throw new InboxConfigError(`partitions.heartbeatMs must be positive, got ${heartbeatMs}`);
+  if (!(memberTimeoutMs > 2 * heartbeatMs)) {
+    throw new InboxConfigError(`partitions.memberTimeoutMs (${memberTimeoutMs}) must be more than twice heartbeatMs (${heartbeatMs}), or one late heartbeat moves partitions`);
+  }
+  return new PartitionMembership({
+    exchange: `${queue}.members`,
+    memberId: partitions.memberId ?? `${hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`,
+    heartbeatMs, memberTimeoutMs, logger, onChange,
+  });
+}

@@ -1,0 +1,68 @@
+import type { ConfirmChannel } from "amqplib";
+import type { BrokerUrls } from "../amqp/broker-connection.js";
+import type { Logger } from "../core/logger.js";
+import type { OutboxRelayStore, OutboxRow } from "./outbox-store.js";
+
+/** Where a test or a drill can stop a relay: `after-confirm` = published and confirmed, not yet marked sent. */
+export type RelayFaultPoint = "after-confirm";
+
+/** Called with the rows confirmed in a round, before they are marked sent. May throw, exit, or never resolve. */
+export type RelayHook = (point: RelayFaultPoint, rows: readonly OutboxRow[]) => Promise<void> | void;
+
+export interface OutboxRelayOptions {
+  /**
+   * AMQP URL, or the URLs of a cluster's nodes (an array, or one string separated by commas):
+   * the relay connects to the first that answers and fails over to the others. Passwords are
+   * never logged.
+   */
+  url: BrokerUrls;
+  /** The database holding the outbox (PostgresStore, SqliteStore). */
+  store: OutboxRelayStore;
+  /** Default: JSON lines on stderr. */
+  logger?: Logger;
+  /** Rows claimed and published per round. Default 100. */
+  batchSize?: number;
+  /** Publisher-confirm timeout of each publish, in ms. Default 10 000. */
+  publishTimeoutMs?: number;
+  /** Poll for due rows when no wake-up comes, in ms. Default 1000. */
+  pollIntervalMs?: number;
+  /** First retry delay of a row whose publish failed, in ms; doubles per attempt. Default 1000. */
+  retryBaseDelayMs?: number;
+  /** Cap on a row's retry delay, in ms. Default 60 000. */
+  retryMaxDelayMs?: number;
+  /** Reconnect backoff after a lost broker connection: first delay, in ms. Default 200. */
+  reconnectBaseDelayMs?: number;
+  /** Reconnect backoff cap, in ms. Default 10 000. */
+  reconnectMaxDelayMs?: number;
+  /**
+   * Lease on claimed rows where the store leases them (SQLite; PostgreSQL holds row locks
+   * instead). The relay starts no publish it could not finish within the lease.
+   * Default: the larger of 30 s and 3 x publishTimeoutMs.
+   */
+  leaseMs?: number;
+  /** Sent rows older than this are deleted, in ms. Default 24 h. */
+  sentRetentionMs?: number;
+  /** How often the cleanup of sent rows runs, in ms. Default 60 000; 0 turns cleanup off. */
+  cleanupIntervalMs?: number;
+  /** Rows deleted per cleanup statement (small batches keep locks short under load). Default 500. */
+  cleanupBatchSize?: number;
+  /** On stop(), keep publishing rows that are already due for up to this long, in ms. Default 5000. */
+  drainTimeoutMs?: number;
+  /** Wake on the store's cross-process notifications (PostgreSQL LISTEN). Default true. */
+  listen?: boolean;
+  /** Declares what the relay publishes to (exchanges...), on every new connection. */
+  topology?: (channel: ConfirmChannel) => Promise<void>;
+  /** Failure-window hook, for tests and drills. */
+  hook?: RelayHook;
+  /** Called for each row the broker confirmed (metrics). */
+  onPublished?: (row: OutboxRow) => void;
+  /** Names the relay in the broker's connection list and in leases. Default `<host>:<pid>:<random>`. */
+  name?: string;
+}
+
+/** What one round did. */
+export interface RelayRound {
+  claimed: number;
+  sent: number;
+  failed: number;
+}
