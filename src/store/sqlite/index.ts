@@ -1,3 +1,3 @@
-export { SqliteStore, type SqliteStoreOptions, type SqliteOpenOptions, type SqliteDatabase, type SqliteStatement } from "./sqlite-store.js";
-export { classifySqliteError } from "./classify-sqlite-error.js";
+export { SqliteStore, type SqliteStoreOptions, type SqliteOpenOptions, type SqliteDatabase, type SqliteStatement } from "./store.js";
+export { classifySqliteError } from "./errors.js";
 export { sqliteMigrations } from "./migrations.js";

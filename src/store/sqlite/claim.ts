@@ -1,5 +1,5 @@
 import type { ClaimResult, InboxClaim } from "../../core/store.js";
-import type { SqliteDatabase, SqliteStatement } from "./sqlite-store.js";
+import type { SqliteDatabase, SqliteStatement } from "./store.js";
 
 /**
  * The stale fence and the operator's one-time replay grants, checked inside an SQLite

@@ -10,11 +10,11 @@ import { Outbox } from "../../outbox/outbox.js";
 import { OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
-import { classifySqliteError } from "./classify-sqlite-error.js";
+import { classifySqliteError } from "./errors.js";
 import { sqliteMigrations } from "./migrations.js";
-import { SqliteOutbox } from "./sqlite-outbox.js";
-import { SqliteClaimGuards } from "./sqlite-claim-guards.js";
-import { SqliteInboxOperations } from "./sqlite-operations.js";
+import { SqliteOutbox } from "./outbox-relay.js";
+import { SqliteClaimGuards } from "./claim.js";
+import { SqliteInboxOperations } from "./operations.js";
 
 /** The slice of better-sqlite3 the store uses. */
 export interface SqliteStatement {

@@ -5,9 +5,9 @@ import type {
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK } from "../operations.js";
-import { classifySqliteError } from "./classify-sqlite-error.js";
+import { classifySqliteError } from "./errors.js";
 import { sqliteMigrations } from "./migrations.js";
-import type { SqliteDatabase } from "./sqlite-store.js";
+import type { SqliteDatabase } from "./store.js";
 
 type Row = Record<string, unknown>;
 type Serialize = <T>(fn: () => Promise<T>) => Promise<T>;

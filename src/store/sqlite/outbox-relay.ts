@@ -3,7 +3,7 @@ import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
-import type { SqliteDatabase, SqliteStatement } from "./sqlite-store.js";
+import type { SqliteDatabase, SqliteStatement } from "./store.js";
 
 /** Runs `fn` in one serialized BEGIN IMMEDIATE transaction of the store. */
 export type SqliteWrite = <T>(fn: () => T) => Promise<T>;
