@@ -5,49 +5,51 @@ import type {
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK } from "../operations.js";
-import { classifySqliteError } from "./errors.js";
+import { nullableDate, nullableText } from "../sql/column-reader.js";
+import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
+import type { SqlDriver } from "../sql/sql-driver.js";
+import type { SqlQuery, SqlRow } from "../sql/sql-query.js";
+import { sqliteColumns as read } from "./driver.js";
 import { sqliteMigrations } from "./migrations.js";
-import type { SqliteDatabase } from "./store.js";
 
-type Row = Record<string, unknown>;
-type Serialize = <T>(fn: () => Promise<T>) => Promise<T>;
-
-const date = (value: unknown): Date => new Date(Number(value));
-const maybeDate = (value: unknown): Date | null => (value === null || value === undefined ? null : new Date(Number(value)));
+const detailOf = (r: SqlRow): QuarantineDetail => quarantineDetailOf(read, r);
+const auditOf = (r: SqlRow): AuditRecord => auditRecordOf(read, r);
 
 /**
  * Operator-side access to the SQLite inbox tables (times are epoch ms, on this host's clock, like
- * `first_seen`). Runs through the store's serialization queue, so that in one process it never
- * reads or writes in the middle of a consumer's open transaction; other processes wait on the
- * write lock (busy_timeout). A purge batch is one short BEGIN IMMEDIATE transaction.
+ * `first_seen`). Its reads and writes take their turn on the store's one connection, so that in
+ * one process it never reads or writes in the middle of a consumer's open transaction; other
+ * processes wait on the write lock (busy_timeout). A purge batch is one short BEGIN IMMEDIATE
+ * transaction.
  */
 export class SqliteInboxOperations implements InboxOperations {
   readonly dialect = "sqlite";
   readonly migrations = sqliteMigrations;
 
-  constructor(private readonly db: SqliteDatabase, private readonly serialize: Serialize) {}
+  constructor(private readonly driver: SqlDriver<unknown>) {}
 
   appliedMigrations(): Promise<number[]> {
-    return this.read(() => {
-      const exists = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rabbit_inbox_migrations'").get();
-      if (!exists) return [];
-      return (this.db.prepare("SELECT version FROM rabbit_inbox_migrations ORDER BY version").all() as Row[]).map((r) => Number(r.version));
+    return this.driver.read(async (query) => {
+      const exists = await query({ text: "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'rabbit_inbox_migrations'", values: [] });
+      if (exists.rows.length === 0) return [];
+      const { rows } = await query({ text: "SELECT version FROM rabbit_inbox_migrations ORDER BY version", values: [] });
+      return rows.map((r) => Number(r.version));
     });
   }
 
   outboxBacklog(): Promise<OutboxBacklog> {
-    return this.read(() => {
-      const summary = this.db.prepare(
+    return this.driver.read(async (query) => {
+      const summary = await first(query,
         `SELECT COUNT(*) AS pending, COALESCE(SUM(attempts > 0), 0) AS failing,
            COALESCE(SUM(attempts > 0 AND instr(last_error, ?) > 0), 0) AS unroutable, MIN(created_at) AS oldest
-         FROM rabbit_inbox_outbox WHERE sent_at IS NULL`).get(UNROUTABLE_MARK) as Row;
-      const worst = this.db.prepare(
+         FROM rabbit_inbox_outbox WHERE sent_at IS NULL`, UNROUTABLE_MARK);
+      const worst = await first(query,
         `SELECT exchange, routing_key, attempts, last_error FROM rabbit_inbox_outbox
-         WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT 1`).get() as Row | undefined;
+         WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT 1`);
       return {
-        pending: Number(summary.pending), failing: Number(summary.failing), unroutable: Number(summary.unroutable),
-        oldestPendingAt: summary.oldest === null ? null : new Date(Number(summary.oldest)), now: new Date(),
-        worst: worst ? { exchange: String(worst.exchange), routingKey: String(worst.routing_key), attempts: Number(worst.attempts), lastError: typeof worst.last_error === "string" ? worst.last_error : "" } : null,
+        pending: Number(summary!.pending), failing: Number(summary!.failing), unroutable: Number(summary!.unroutable),
+        oldestPendingAt: nullableDate(read, summary!.oldest), now: new Date(),
+        worst: worst ? { exchange: read.text(worst.exchange), routingKey: read.text(worst.routing_key), attempts: Number(worst.attempts), lastError: typeof worst.last_error === "string" ? worst.last_error : "" } : null,
       };
     });
   }
@@ -57,78 +59,77 @@ export class SqliteInboxOperations implements InboxOperations {
   }
 
   purgeHorizons(): Promise<PurgeHorizon[]> {
-    return this.read(() => (this.db.prepare("SELECT * FROM rabbit_inbox_purge_horizon ORDER BY handler").all() as Row[]).map((r) => ({
-      handler: String(r.handler), purgedThrough: date(r.purged_through), rowsPurged: Number(r.rows_purged), updatedAt: date(r.updated_at),
+    return this.driver.read(async (query) => (await all(query, "SELECT * FROM rabbit_inbox_purge_horizon ORDER BY handler")).map((r) => ({
+      handler: read.text(r.handler), purgedThrough: read.date(r.purged_through), rowsPurged: Number(r.rows_purged), updatedAt: read.date(r.updated_at),
     })));
   }
 
   dedupSummary(): Promise<DedupSummary[]> {
-    return this.read(() => (this.db.prepare(
+    return this.driver.read(async (query) => (await all(query,
       "SELECT handler, count(*) AS n, min(first_seen) AS oldest, max(first_seen) AS newest FROM rabbit_inbox_dedup GROUP BY handler ORDER BY handler",
-    ).all() as Row[]).map((r) => ({ handler: String(r.handler), records: Number(r.n), oldest: maybeDate(r.oldest), newest: maybeDate(r.newest) })));
+    )).map((r) => ({ handler: read.text(r.handler), records: Number(r.n), oldest: nullableDate(read, r.oldest), newest: nullableDate(read, r.newest) })));
   }
 
   quarantineHold(handler?: string): Promise<QuarantineHold | null> {
-    return this.read(() => {
-      const r = this.db.prepare(
+    return this.driver.read(async (query) => {
+      const r = await first(query,
         `SELECT q.id, q.handler, q.tenant, q.event_id, q.reason,
            min(q.first_seen, coalesce(q.event_time, q.first_seen), coalesce(d.first_seen, q.first_seen)) AS hold_from
          FROM rabbit_inbox_quarantine q
          LEFT JOIN rabbit_inbox_dedup d ON d.tenant = q.tenant AND d.handler = q.handler AND d.event_id = q.event_id
          WHERE q.status = 'held' AND (? IS NULL OR q.handler = ?)
-         ORDER BY hold_from, q.id LIMIT 1`,
-      ).get(handler ?? null, handler ?? null) as Row | undefined;
+         ORDER BY hold_from, q.id LIMIT 1`, handler ?? null, handler ?? null);
       if (!r) return null;
       return {
-        holdFrom: date(r.hold_from), quarantineId: Number(r.id), handler: String(r.handler),
-        tenant: (r.tenant as string | null) ?? null, eventId: (r.event_id as string | null) ?? null, reason: String(r.reason),
+        holdFrom: read.date(r.hold_from), quarantineId: Number(r.id), handler: read.text(r.handler),
+        tenant: nullableText(read, r.tenant), eventId: nullableText(read, r.event_id), reason: read.text(r.reason),
       };
     });
   }
 
   countPurgeable(cutoff: Date, handler?: string): Promise<PurgeableRecords> {
-    return this.read(() => {
-      const r = this.db.prepare(
+    return this.driver.read(async (query) => {
+      const r = (await first(query,
         "SELECT count(*) AS n, min(first_seen) AS oldest, max(first_seen) AS newest FROM rabbit_inbox_dedup WHERE first_seen < ? AND (? IS NULL OR handler = ?)",
-      ).get(cutoff.getTime(), handler ?? null, handler ?? null) as Row;
-      return { records: Number(r.n), oldest: maybeDate(r.oldest), newest: maybeDate(r.newest) };
+        cutoff.getTime(), handler ?? null, handler ?? null))!;
+      return { records: Number(r.n), oldest: nullableDate(read, r.oldest), newest: nullableDate(read, r.newest) };
     });
+  }
+
+  purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
+    return this.driver.transaction(async ({ query }) => (await query({
+      text: "DELETE FROM rabbit_inbox_redelivery WHERE last_seen < ? AND (? IS NULL OR handler = ?)",
+      values: [cutoff.getTime(), handler ?? null, handler ?? null],
+    })).affected);
   }
 
   /**
    * The dedup table is WITHOUT ROWID (its primary key is the clustered key), so a batch is
    * chosen by primary key through the first_seen index, oldest first, rather than by rowid.
    */
-  purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
-    return this.write(() => this.db.prepare("DELETE FROM rabbit_inbox_redelivery WHERE last_seen < ? AND (? IS NULL OR handler = ?)")
-      .run(cutoff.getTime(), handler ?? null, handler ?? null).changes);
-  }
-
   purgeBatch(cutoff: Date, limit: number, handler?: string): Promise<PurgeBatchResult> {
-    return this.write(() => {
-      const deleted = this.db.prepare(
+    return this.driver.transaction(async ({ query }) => {
+      const deleted = await all(query,
         `DELETE FROM rabbit_inbox_dedup WHERE (tenant, handler, event_id) IN (
            SELECT tenant, handler, event_id FROM rabbit_inbox_dedup
            WHERE first_seen < ? AND (? IS NULL OR handler = ?) ORDER BY first_seen LIMIT ?)
-         RETURNING handler, first_seen`,
-      ).all(cutoff.getTime(), handler ?? null, handler ?? null, limit) as Row[];
+         RETURNING handler, first_seen`, cutoff.getTime(), handler ?? null, handler ?? null, limit);
       const per = new Map<string, { deleted: number; newest: number }>();
       for (const r of deleted) {
-        const h = per.get(String(r.handler)) ?? { deleted: 0, newest: -Infinity };
+        const h = per.get(read.text(r.handler)) ?? { deleted: 0, newest: -Infinity };
         h.deleted++;
         h.newest = Math.max(h.newest, Number(r.first_seen));
-        per.set(String(r.handler), h);
+        per.set(read.text(r.handler), h);
       }
-      const advance = this.db.prepare(
-        `INSERT INTO rabbit_inbox_purge_horizon (handler, purged_through, rows_purged, updated_at) VALUES (?, ?, ?, ?)
-         ON CONFLICT (handler) DO UPDATE SET purged_through = max(purged_through, excluded.purged_through),
-           rows_purged = rows_purged + excluded.rows_purged, updated_at = excluded.updated_at
-         RETURNING purged_through`,
-      );
-      const handlers = [...per].sort(([a], [b]) => (a < b ? -1 : 1)).map(([name, h]) => {
-        const row = advance.get(name, h.newest, h.deleted, Date.now()) as Row;
-        return { handler: name, deleted: h.deleted, purgedThrough: date(row.purged_through) };
-      });
+      const handlers: PurgeBatchResult["handlers"] = [];
+      for (const [name, h] of [...per].sort(([a], [b]) => (a < b ? -1 : 1))) {
+        const row = await first(query,
+          `INSERT INTO rabbit_inbox_purge_horizon (handler, purged_through, rows_purged, updated_at) VALUES (?, ?, ?, ?)
+           ON CONFLICT (handler) DO UPDATE SET purged_through = max(purged_through, excluded.purged_through),
+             rows_purged = rows_purged + excluded.rows_purged, updated_at = excluded.updated_at
+           RETURNING purged_through`, name, h.newest, h.deleted, Date.now());
+        handlers.push({ handler: name, deleted: h.deleted, purgedThrough: read.date(row!.purged_through) });
+      }
       return { deleted: deleted.length, handlers };
     });
   }
@@ -136,132 +137,98 @@ export class SqliteInboxOperations implements InboxOperations {
   listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
     const status = filter.status ?? "held";
     const s = status === "all" ? null : status;
-    return this.read(() => (this.db.prepare(
+    const handler = filter.handler ?? null;
+    const reason = filter.reason ?? null;
+    return this.driver.read(async (query) => (await all(query,
       `SELECT * FROM rabbit_inbox_quarantine WHERE (? IS NULL OR status = ?) AND (? IS NULL OR handler = ?) AND (? IS NULL OR reason = ?)
-       ORDER BY id LIMIT ?`,
-    ).all(s, s, filter.handler ?? null, filter.handler ?? null, filter.reason ?? null, filter.reason ?? null, filter.limit ?? 100) as Row[]).map(toDetail));
+       ORDER BY id LIMIT ?`, s, s, handler, handler, reason, reason, filter.limit ?? 100)).map(detailOf));
   }
 
   getQuarantineEntry(id: number): Promise<QuarantineDetail | null> {
-    return this.read(() => {
-      const r = this.db.prepare("SELECT * FROM rabbit_inbox_quarantine WHERE id = ?").get(id) as Row | undefined;
-      return r ? toDetail(r) : null;
+    return this.driver.read(async (query) => {
+      const r = await first(query, "SELECT * FROM rabbit_inbox_quarantine WHERE id = ?", id);
+      return r ? detailOf(r) : null;
     });
   }
 
   quarantineCounts(): Promise<QuarantineCount[]> {
-    return this.read(() => (this.db.prepare(
+    return this.driver.read(async (query) => (await all(query,
       `SELECT handler, reason, status, count(*) AS n, min(first_seen) AS oldest FROM rabbit_inbox_quarantine
        GROUP BY handler, reason, status ORDER BY handler, status, reason`,
-    ).all() as Row[]).map((r) => ({
-      handler: String(r.handler), reason: String(r.reason), status: String(r.status) as QuarantineStatus, entries: Number(r.n), oldest: date(r.oldest),
+    )).map((r) => ({
+      handler: read.text(r.handler), reason: read.text(r.reason), status: read.text(r.status) as QuarantineStatus, entries: Number(r.n), oldest: read.date(r.oldest),
     })));
   }
 
   storedVersion(handler: string, key: EventKey): Promise<StoredVersion | null> {
-    return this.read(() => {
-      const r = this.db.prepare("SELECT fingerprint, first_seen FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?")
-        .get(key.tenant, handler, key.eventId) as Row | undefined;
-      return r ? { fingerprint: String(r.fingerprint), firstSeen: date(r.first_seen) } : null;
+    return this.driver.read(async (query) => {
+      const r = await first(query, "SELECT fingerprint, first_seen FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?",
+        key.tenant, handler, key.eventId);
+      return r ? { fingerprint: read.text(r.fingerprint), firstSeen: read.date(r.first_seen) } : null;
     });
   }
 
   findQuarantinedVersion(handler: string, key: EventKey, fingerprint: string): Promise<QuarantineDetail | null> {
-    return this.read(() => {
-      const r = this.db.prepare(
+    return this.driver.read(async (query) => {
+      const r = await first(query,
         "SELECT * FROM rabbit_inbox_quarantine WHERE handler = ? AND tenant = ? AND event_id = ? AND fingerprint = ? ORDER BY id LIMIT 1",
-      ).get(handler, key.tenant, key.eventId, fingerprint) as Row | undefined;
-      return r ? toDetail(r) : null;
+        handler, key.tenant, key.eventId, fingerprint);
+      return r ? detailOf(r) : null;
     });
   }
 
   quarantineAudit(quarantineId: number): Promise<AuditRecord[]> {
-    return this.read(() => (this.db.prepare("SELECT * FROM rabbit_inbox_quarantine_audit WHERE quarantine_id = ? ORDER BY id").all(quarantineId) as Row[]).map(toAudit));
+    return this.driver.read(async (query) => (await all(query,
+      "SELECT * FROM rabbit_inbox_quarantine_audit WHERE quarantine_id = ? ORDER BY id", quarantineId)).map(auditOf));
   }
 
   beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
-    return this.write(() => {
-      const found = this.db.prepare("SELECT * FROM rabbit_inbox_quarantine WHERE id = ?").get(id) as Row | undefined;
+    return this.driver.transaction(async ({ query }) => {
+      const found = await first(query, "SELECT * FROM rabbit_inbox_quarantine WHERE id = ?", id);
       if (!found) throw noSuchEntry(id);
-      const entry = toDetail(found);
+      const entry = detailOf(found);
       checkResolvable(entry, request);
       if (request.acceptNew) {
-        const stored = this.db.prepare("SELECT fingerprint FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?")
-          .get(entry.tenant, entry.handler, entry.eventId) as Row | undefined;
-        checkStoredStillSame(entry, stored ? String(stored.fingerprint) : null);
+        const stored = await first(query, "SELECT fingerprint FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?",
+          entry.tenant, entry.handler, entry.eventId);
+        checkStoredStillSame(entry, stored ? read.text(stored.fingerprint) : null);
       }
       const now = Date.now();
-      const audit = this.db.prepare(
+      const record = auditOf((await first(query,
         "INSERT INTO rabbit_inbox_quarantine_audit (quarantine_id, action, actor, reason, options, at) VALUES (?, ?, ?, ?, ?, ?) RETURNING *",
-      ).get(id, request.action, request.actor, request.reason, resolutionOptions(request), now) as Row;
-      const record = toAudit(audit);
+        id, request.action, request.actor, request.reason, resolutionOptions(request), now))!);
       if (request.acceptNew || request.acceptStale) {
-        this.db.prepare(
-          `INSERT INTO rabbit_inbox_replay_grant (audit_id, handler, tenant, event_id, kind, stored_fingerprint, fingerprint, granted_at)
+        await query({
+          text: `INSERT INTO rabbit_inbox_replay_grant (audit_id, handler, tenant, event_id, kind, stored_fingerprint, fingerprint, granted_at)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).run(record.id, entry.handler, entry.tenant, entry.eventId, request.acceptNew ? "accept-new" : "accept-stale",
-          request.acceptNew ? entry.storedFingerprint : null, entry.fingerprint, now);
+          values: [record.id, entry.handler, entry.tenant, entry.eventId, request.acceptNew ? "accept-new" : "accept-stale",
+            request.acceptNew ? entry.storedFingerprint : null, entry.fingerprint, now],
+        });
       }
-      this.db.prepare("UPDATE rabbit_inbox_quarantine SET status = ? WHERE id = ?").run(request.action === "replay" ? "replayed" : "discarded", id);
+      await query({ text: "UPDATE rabbit_inbox_quarantine SET status = ? WHERE id = ?", values: [request.action === "replay" ? "replayed" : "discarded", id] });
       return record;
     });
   }
 
-  confirmReplay(auditId: number): Promise<void> {
-    return this.write(() => {
-      this.db.prepare("UPDATE rabbit_inbox_quarantine_audit SET published_at = ? WHERE id = ?").run(Date.now(), auditId);
-    });
+  async confirmReplay(auditId: number): Promise<void> {
+    await this.driver.transaction(({ query }) => query({
+      text: "UPDATE rabbit_inbox_quarantine_audit SET published_at = ? WHERE id = ?", values: [Date.now(), auditId],
+    }));
   }
 
   failReplay(auditId: number, failure: string): Promise<void> {
-    return this.write(() => {
-      const r = this.db.prepare("UPDATE rabbit_inbox_quarantine_audit SET failure = ? WHERE id = ? RETURNING quarantine_id").get(failure, auditId) as Row | undefined;
-      this.db.prepare("DELETE FROM rabbit_inbox_replay_grant WHERE audit_id = ? AND used_at IS NULL").run(auditId);
-      if (r) this.db.prepare("UPDATE rabbit_inbox_quarantine SET status = 'held' WHERE id = ? AND status = 'replayed'").run(r.quarantine_id);
-    });
-  }
-
-  private read<T>(work: () => T): Promise<T> {
-    return this.serialize(() => {
-      try {
-        return Promise.resolve(work());
-      } catch (error) {
-        throw classifySqliteError(error);
-      }
-    });
-  }
-
-  private write<T>(work: () => T): Promise<T> {
-    return this.serialize(() => {
-      try {
-        this.db.exec("BEGIN IMMEDIATE");
-        const result = work();
-        this.db.exec("COMMIT");
-        return Promise.resolve(result);
-      } catch (error) {
-        if (this.db.inTransaction) this.db.exec("ROLLBACK");
-        throw classifySqliteError(error);
-      }
+    return this.driver.transaction(async ({ query }) => {
+      const r = await first(query, "UPDATE rabbit_inbox_quarantine_audit SET failure = ? WHERE id = ? RETURNING quarantine_id", failure, auditId);
+      await query({ text: "DELETE FROM rabbit_inbox_replay_grant WHERE audit_id = ? AND used_at IS NULL", values: [auditId] });
+      if (r) await query({ text: "UPDATE rabbit_inbox_quarantine SET status = 'held' WHERE id = ? AND status = 'replayed'", values: [r.quarantine_id] });
     });
   }
 }
 
-function toDetail(r: Row): QuarantineDetail {
-  return {
-    id: Number(r.id), handler: String(r.handler),
-    tenant: (r.tenant as string | null) ?? null, eventId: (r.event_id as string | null) ?? null,
-    reason: String(r.reason), detail: String(r.detail), status: String(r.status) as QuarantineStatus,
-    fingerprint: (r.fingerprint as string | null) ?? null, storedFingerprint: (r.stored_fingerprint as string | null) ?? null,
-    occurrences: Number(r.occurrences), body: r.body as Buffer, bodyTruncated: Boolean(r.body_truncated),
-    properties: String(r.properties), queue: String(r.queue), eventTime: maybeDate(r.event_time),
-    firstSeen: date(r.first_seen), lastSeen: date(r.last_seen),
-  };
+async function all(query: SqlQuery, text: string, ...values: unknown[]): Promise<SqlRow[]> {
+  return (await query({ text, values })).rows;
 }
 
-function toAudit(r: Row): AuditRecord {
-  return {
-    id: Number(r.id), quarantineId: Number(r.quarantine_id), action: String(r.action) as AuditRecord["action"],
-    actor: String(r.actor), reason: String(r.reason), options: String(r.options), at: date(r.at),
-    publishedAt: maybeDate(r.published_at), failure: (r.failure as string | null) ?? null,
-  };
+async function first(query: SqlQuery, text: string, ...values: unknown[]): Promise<SqlRow | undefined> {
+  return (await query({ text, values })).rows[0];
 }
