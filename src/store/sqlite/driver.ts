@@ -41,7 +41,10 @@ export const sqliteColumns: ColumnReader = {
 export class SqliteDriver<D extends SqliteDatabase> extends PooledDriver<D, D> {
   private busy = false;
   private readonly waiting: Array<() => void> = [];
-  /** Prepared once per SQL text: preparing is the slow part of a statement in better-sqlite3. */
+  /**
+   * Prepared once per SQL text: preparing is the slow part of a statement in better-sqlite3.
+   * Every text the store sends is a constant (values go as parameters), so the cache stays small.
+   */
   private readonly statements = new Map<string, SqliteStatement>();
   private readonly query: SqlQuery = (statement) => this.run(statement);
 

@@ -34,6 +34,7 @@ export interface SqliteOpenOptions {
  * the write lock instead of failing at commit. For demos and small deployments.
  */
 export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlStore<D> implements OutboxRelayStore {
+  /** Set by SqlStore from the dialect; typed as the literal it always is. */
   declare readonly dialect: "sqlite";
   private readonly db: D;
   private readonly driver: SqliteDriver<D>;
@@ -43,7 +44,9 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlS
     if (!options.database) throw new InboxConfigError("SqliteStore needs a database");
     const logger = options.logger ?? silentLogger;
     const driver = new SqliteDriver(options.database, logger, options.ownsDatabase ?? false);
-    super({ name: "sqlite", driver, inbox: sqliteInbox, outbox: sqliteOutboxWrites, migrate: () => migrateSqlite(driver, logger) }, 1);
+    const dialect = { name: "sqlite", driver, inbox: sqliteInbox, outbox: sqliteOutboxWrites, migrate: () => migrateSqlite(driver, logger) };
+    // One transaction at a time: the driver lends its one connection to one caller.
+    super(dialect, 1);
     this.db = options.database;
     this.driver = driver;
     this.relay = new SqliteOutboxRelay(driver);
