@@ -9,8 +9,7 @@ export default {
   mutate: [
     "src/core/**/*.ts",
     "src/amqp/**/*.ts",
-    "src/store/sqlite/sqlite-claim-guards.ts",
-    "src/store/sqlite/sqlite-store.ts:186-197",
+    "src/store/sqlite/claim.ts",
     "!src/**/index.ts",
   ],
   // Only the tests that cover a mutant run against it.

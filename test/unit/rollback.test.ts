@@ -10,7 +10,7 @@ import { transactionOrRollBack } from "../../src/core/rollback.js";
 import type { StoreTransaction } from "../../src/core/store.js";
 import { classifyMysqlError } from "../../src/store/mysql/errors.js";
 import { classifyPostgresError } from "../../src/store/postgres/errors.js";
-import { classifySqliteError } from "../../src/store/sqlite/classify-sqlite-error.js";
+import { classifySqliteError } from "../../src/store/sqlite/errors.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 
 const key = { tenant: "t1", eventId: "e-1" };

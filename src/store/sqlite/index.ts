@@ -1,3 +1,4 @@
-export { SqliteStore, type SqliteStoreOptions, type SqliteOpenOptions, type SqliteDatabase, type SqliteStatement } from "./sqlite-store.js";
-export { classifySqliteError } from "./classify-sqlite-error.js";
+export { SqliteStore, type SqliteStoreOptions, type SqliteOpenOptions } from "./store.js";
+export type { SqliteDatabase, SqliteStatement } from "./driver.js";
+export { classifySqliteError } from "./errors.js";
 export { sqliteMigrations } from "./migrations.js";

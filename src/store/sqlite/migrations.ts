@@ -1,4 +1,10 @@
+import { TransientStoreError } from "../../core/errors.js";
+import type { Logger } from "../../core/logger.js";
+import { sleep } from "../../core/retry-policy.js";
 import type { Migration } from "../migration.js";
+import { type MigrationSteps, runMigrations } from "../sql/migration-runner.js";
+import type { SqlDriver, SqlSession } from "../sql/sql-driver.js";
+import type { SqliteDatabase } from "./driver.js";
 
 /** Numbered SQLite migrations; times are Unix epoch milliseconds. Never edit a shipped one. */
 export const sqliteMigrations: readonly Migration[] = [
@@ -140,3 +146,46 @@ CREATE INDEX IF NOT EXISTS rabbit_inbox_outbox_unordered_due ON rabbit_inbox_out
 `,
   },
 ];
+
+/** How long a migrator waits for the write lock in all, as MySQL's waits for its migration lock. */
+const MIGRATION_LOCK_WAIT_MS = 60_000;
+
+/**
+ * Creates or upgrades the tables in one BEGIN IMMEDIATE transaction: it holds the database's
+ * only write lock, so migrators run one after the other, and a migration that fails leaves
+ * nothing half applied. Another migrator may hold the lock for longer than busy_timeout, and
+ * one in this same process cannot even finish while this one waits (busy_timeout waits
+ * synchronously, the event loop with it): so a migrator that found the lock taken pauses, lets
+ * the holder finish, and tries again, for up to a minute.
+ */
+export async function migrateSqlite(driver: SqlDriver<SqliteDatabase>, logger: Logger): Promise<void> {
+  const deadline = Date.now() + MIGRATION_LOCK_WAIT_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await driver.transaction((session) => runMigrations(migrationSteps(session), sqliteMigrations, logger, "sqlite"));
+    } catch (error) {
+      const lockTaken = error instanceof TransientStoreError && error.kind === "transient";
+      if (!lockTaken || Date.now() >= deadline) throw error;
+      await sleep(Math.min(250, 10 * attempt));
+    }
+  }
+}
+
+/** A migration's SQL is several statements: it runs through the connection itself, not one prepared statement. */
+function migrationSteps({ handle, query }: SqlSession<SqliteDatabase>): MigrationSteps {
+  return {
+    ensureVersionTable: () => {
+      handle.exec(`CREATE TABLE IF NOT EXISTS rabbit_inbox_migrations (
+        version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`);
+      return Promise.resolve();
+    },
+    appliedVersions: async () => new Set((await query({ text: "SELECT version FROM rabbit_inbox_migrations", values: [] })).rows.map((r) => Number(r.version))),
+    apply: (migration) => {
+      handle.exec(migration.sql.replaceAll("{schema}", ""));
+      return Promise.resolve();
+    },
+    record: async (migration) => {
+      await query({ text: "INSERT INTO rabbit_inbox_migrations (version, name, applied_at) VALUES (?, ?, ?)", values: [migration.version, migration.name, Date.now()] });
+    },
+  };
+}
