@@ -36,9 +36,8 @@ export interface InboxConsumerOptions<E, Tx> {
    * transaction per message. A batch is flushed as soon as the process has no more deliveries
    * waiting, so latency stays low at low load. Each transaction costs the consumer a fixed
    * amount of work (round trips, acks), so larger batches cost less per message under load
-   * (BENCHMARKS.md, PostgreSQL: 200 was about 25% faster than 100, and 500 about 18% faster
-   * than 200, at a median settle latency of about 50 ms under full load instead of 27 ms) at
-   * the price of holding row locks longer and of more redeliveries after a crash (up to a
+   * (BENCHMARKS.md compares batch sizes) at the price of a longer settle latency under full
+   * load, of holding row locks longer and of more redeliveries after a crash (up to a
    * prefetch's worth, each then settled in a transaction of its own).
    */
   batchSize?: number;
