@@ -3,7 +3,7 @@ import { dirname, resolve } from "node:path";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Store } from "../core/store.js";
 import type { InboxOperations } from "../store/operations.js";
-import { MysqlStore } from "../store/mysql/mysql-store.js";
+import { MysqlStore } from "../store/mysql/store.js";
 import { PostgresStore } from "../store/postgres/postgres-store.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import { CliError } from "./cli-error.js";

@@ -1,4 +1,9 @@
+import { TransientStoreError } from "../../core/errors.js";
+import type { Logger } from "../../core/logger.js";
 import type { Migration } from "../migration.js";
+import { type MigrationSteps, runMigrations } from "../sql/migration-runner.js";
+import type { SqlQuery } from "../sql/sql-query.js";
+import { isMysqlConnectionLoss } from "./errors.js";
 
 /** Most UTF-8 bytes of a tenant or event id: 256 characters of up to 4 bytes each. */
 export const MYSQL_MAX_ID_BYTES = 1024;
@@ -214,4 +219,78 @@ export function mysqlSchemaObjectOf(statement: string): MysqlSchemaObject | null
   const index = /^CREATE\s+INDEX\s+(\w+)\s+ON\s+\{schema\}(\w+)\s/i.exec(statement);
   if (index) return { kind: "index", table: index[2]!, name: index[1]! };
   return null;
+}
+
+/** The migration lock's name: server-wide, so it carries a hash of the database (names are at most 64 characters). */
+const MIGRATION_LOCK = "CONCAT('rabbit_inbox_migrate_', LEFT(SHA2(COALESCE(?, DATABASE(), ''), 256), 32))";
+
+/** Where the tables live: `database` undefined means the connection's current one; `prefix` is its quoted name and a dot, or empty. */
+export interface MysqlSchemaTarget {
+  database: string | undefined;
+  prefix: string;
+}
+
+/**
+ * Creates or upgrades the tables, on ONE connection (`query` must keep its session: the lock
+ * is the session's). DDL commits implicitly, so a transaction cannot serialize migrators: a
+ * named lock held by this session does. GET_LOCK names are server-wide (at most 64 characters):
+ * the database's hash keeps two databases on one server from waiting for each other.
+ * `lockStuck` is called when the lock could not be released: the session still holds it, and
+ * must be closed rather than reused.
+ */
+export async function migrateMysql(query: SqlQuery, target: MysqlSchemaTarget, logger: Logger, lockStuck: () => void): Promise<void> {
+  const lockName = [target.database ?? null];
+  const { rows } = await query({ text: `SELECT GET_LOCK(${MIGRATION_LOCK}, 60) AS locked`, values: lockName });
+  if (Number(rows[0]?.locked) !== 1) throw new TransientStoreError("another process has been migrating the inbox tables for 60 s");
+  let lost = false;
+  try {
+    await runMigrations(migrationSteps(query, target), mysqlMigrations, logger, "mysql");
+  } catch (error) {
+    lost = isMysqlConnectionLoss(error);
+    throw error;
+  } finally {
+    if (!lost) await query({ text: `DO RELEASE_LOCK(${MIGRATION_LOCK})`, values: lockName }).catch(lockStuck);
+  }
+}
+
+function migrationSteps(query: SqlQuery, { database, prefix }: MysqlSchemaTarget): MigrationSteps {
+  const versions = `${prefix}rabbit_inbox_migrations`;
+  /** True when the statement adds a column or an index that information_schema already shows. */
+  const schemaHas = async (statement: string): Promise<boolean> => {
+    const object = mysqlSchemaObjectOf(statement);
+    if (!object) return false;
+    const { rows: [found] } = await query({
+      text: object.kind === "column"
+        ? "SELECT COUNT(*) AS n FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME = ?"
+        : "SELECT COUNT(*) AS n FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND INDEX_NAME = ?",
+      values: [database ?? null, object.table, object.name],
+    });
+    return Number(found?.n ?? 0) > 0;
+  };
+  return {
+    async ensureVersionTable() {
+      await query({
+        text: `CREATE TABLE IF NOT EXISTS ${versions} (
+          version INT NOT NULL PRIMARY KEY,
+          name VARCHAR(255) NOT NULL,
+          applied_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6))
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`,
+        values: [],
+      });
+    },
+    async appliedVersions() {
+      const { rows } = await query({ text: `SELECT version FROM ${versions}`, values: [] });
+      return new Set(rows.map((r) => Number(r.version)));
+    },
+    async apply(migration) {
+      for (const statement of splitMysqlStatements(migration.sql)) {
+        // A column or index an earlier, interrupted run of this migration already added.
+        if (await schemaHas(statement)) continue;
+        await query({ text: statement.replaceAll("{schema}", prefix), values: [] });
+      }
+    },
+    async record(migration) {
+      await query({ text: `INSERT INTO ${versions} (version, name) VALUES (?, ?)`, values: [migration.version, migration.name] });
+    },
+  };
 }

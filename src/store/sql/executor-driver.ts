@@ -1,5 +1,5 @@
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
-import type { SqlQuery, SqlRow } from "./sql-query.js";
+import type { SqlQuery, SqlResult, SqlRow } from "./sql-query.js";
 
 /**
  * What a data layer (Kysely, Knex, Drizzle, Prisma...) lends the inbox so that the inbox record
@@ -21,7 +21,7 @@ export interface SqlExecutor<Tx> {
    * inside `tx`, or on its own (autocommit) when `tx` is undefined. Rows come back as objects
    * keyed by column name, untransformed; `rowCount` is the rows a write touched.
    */
-  query(text: string, values: readonly unknown[], tx?: Tx): Promise<{ rows: SqlRow[]; rowCount: number | null }>;
+  query(text: string, values: readonly unknown[], tx?: Tx): Promise<{ rows: SqlRow[]; rowCount: number | null; insertId?: number }>;
   /**
    * The driver's error inside the data layer's wrapper (or a stand-in carrying its `code` /
    * `errno` and message), so the dialect can classify it. Undefined: errors are not wrapped.
@@ -84,7 +84,9 @@ export class ExecutorDriver<Tx> implements SqlDriver<Tx> {
   private queryIn(tx: Tx | undefined): SqlQuery {
     return async (statement) => {
       const result = await this.executor.query(statement.text, statement.values, tx);
-      return { rows: result.rows, affected: result.rowCount ?? result.rows.length };
+      const sqlResult: SqlResult = { rows: result.rows, affected: result.rowCount ?? result.rows.length };
+      if (result.insertId !== undefined) sqlResult.insertId = result.insertId;
+      return sqlResult;
     };
   }
 

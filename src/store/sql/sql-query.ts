@@ -17,6 +17,11 @@ export interface SqlResult {
   rows: SqlRow[];
   /** Rows inserted, updated or deleted (as the database counts them); 0 for a read. */
   affected: number;
+  /**
+   * The AUTO_INCREMENT id a MySQL INSERT reported (0 when it inserted no row), where the driver
+   * says; undefined elsewhere.
+   */
+  insertId?: number;
 }
 
 /**

@@ -5,13 +5,13 @@ import type {
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
-import { classifyMysqlError, isMysqlConnectionLoss } from "./classify-mysql-error.js";
+import { nullableText } from "../sql/column-reader.js";
+import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
+import type { SqlDriver } from "../sql/sql-driver.js";
+import type { SqlQuery, SqlRow } from "../sql/sql-query.js";
+import { type MysqlDriver, SHORT_READ_COMMITTED } from "./driver.js";
 import { mysqlMigrations } from "./migrations.js";
-import {
-  type Row, acquire, chunked, dateOfMicros, giveBack, headerOf, maybeDateOfMicros, micros, nullableText, readCommitted, rowsOf, runPooled,
-  textOf, utcDatetime, utf8,
-} from "./mysql-sql.js";
-import type { MysqlConnection, MysqlPool, MysqlValue } from "./mysql-store.js";
+import { chunked, dateOfMicros, listingLimit, maybeDateOfMicros, micros, mysqlColumns, textOf, utcDatetime, utf8 } from "./values.js";
 
 /**
  * Purge batches give up on a lock after this many seconds instead of queueing behind consumers
@@ -25,9 +25,28 @@ const NO_SUCH_TABLE = 1146;
 
 /** The quarantine columns a QuarantineDetail needs, with its times as UTC microseconds. */
 const QUARANTINE_COLUMNS = `id, handler, tenant, event_id, reason, detail, status, fingerprint, stored_fingerprint, occurrences,
-  body, body_truncated, properties, queue, ${micros("event_time")} AS event_time_us, ${micros("first_seen")} AS first_seen_us,
-  ${micros("last_seen")} AS last_seen_us`;
-const AUDIT_COLUMNS = `id, quarantine_id, action, actor, reason, options, ${micros("at")} AS at_us, ${micros("published_at")} AS published_at_us, failure`;
+  body, body_truncated, properties, queue, ${micros("event_time")} AS event_time, ${micros("first_seen")} AS first_seen,
+  ${micros("last_seen")} AS last_seen`;
+const AUDIT_COLUMNS = `id, quarantine_id, action, actor, reason, options, ${micros("at")} AS at, ${micros("published_at")} AS published_at, failure`;
+
+/** The drivers operations run on: the same database, in the transactions each kind of work needs. */
+export interface MysqlOperationsDrivers {
+  /** Single statements and reads, each committing on its own. */
+  autocommit: SqlDriver<unknown>;
+  /** Short READ COMMITTED transactions. */
+  readCommitted: SqlDriver<unknown>;
+  /** READ COMMITTED transactions that give up on a lock after PURGE_LOCK_WAIT_TIMEOUT_S. */
+  purge: SqlDriver<unknown>;
+}
+
+/** The operations' drivers over a store's own pool. */
+export function operationsDriversOn(driver: MysqlDriver): MysqlOperationsDrivers {
+  return {
+    autocommit: driver,
+    readCommitted: driver.withSettings(SHORT_READ_COMMITTED),
+    purge: driver.withSettings({ ...SHORT_READ_COMMITTED, lockWaitTimeoutS: PURGE_LOCK_WAIT_TIMEOUT_S }),
+  };
+}
 
 /**
  * Operator-side access to the MySQL/MariaDB inbox tables: retention (purge horizon, batched
@@ -37,12 +56,12 @@ const AUDIT_COLUMNS = `id, quarantine_id, action, actor, reason, options, ${micr
  * short READ COMMITTED transaction of its own (reads see the latest commits, as on PostgreSQL);
  * nothing here runs on the consumers' hot path.
  */
-export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> implements InboxOperations {
+export class MysqlInboxOperations implements InboxOperations {
   readonly dialect = "mysql";
   readonly migrations = mysqlMigrations;
   private readonly t: ReturnType<typeof inboxTableNames>;
 
-  constructor(private readonly pool: MysqlPool<C>, private readonly prefix: string) {
+  constructor(private readonly drivers: MysqlOperationsDrivers, private readonly prefix: string) {
     this.t = inboxTableNames(prefix);
   }
 
@@ -68,7 +87,7 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
     return {
       pending: Number(summary!.pending), failing: Number(summary!.failing), unroutable: Number(summary!.unroutable),
       oldestPendingAt: maybeDateOfMicros(summary!.oldest), now: dateOfMicros(summary!.now),
-      worst: worst ? { exchange: textOf(worst.exchange), routingKey: textOf(worst.routing_key), attempts: Number(worst.attempts), lastError: nullableText(worst.last_error) ?? "" } : null,
+      worst: worst ? { exchange: textOf(worst.exchange), routingKey: textOf(worst.routing_key), attempts: Number(worst.attempts), lastError: nullableText(mysqlColumns, worst.last_error) ?? "" } : null,
     };
   }
 
@@ -110,7 +129,7 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
     if (!r) return null;
     return {
       holdFrom: dateOfMicros(r.hold_us), quarantineId: Number(r.id), handler: textOf(r.handler),
-      tenant: nullableText(r.tenant), eventId: nullableText(r.event_id), reason: textOf(r.reason),
+      tenant: nullableText(mysqlColumns, r.tenant), eventId: nullableText(mysqlColumns, r.event_id), reason: textOf(r.reason),
     };
   }
 
@@ -123,68 +142,42 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
     return { records: Number(r!.n), oldest: maybeDateOfMicros(r!.oldest_us), newest: maybeDateOfMicros(r!.newest_us) };
   }
 
+  async purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
+    return this.drivers.autocommit.read(async (query) => (await query({
+      text: `DELETE FROM ${this.t.redelivery} WHERE last_seen < ?${handler === undefined ? "" : " AND handler = ?"}`,
+      values: handler === undefined ? [utcDatetime(cutoff)] : [utcDatetime(cutoff), utf8(handler)],
+    })).affected);
+  }
+
   /**
    * One batch, one short READ COMMITTED transaction: pick the oldest rows through the first_seen
    * index `FOR UPDATE SKIP LOCKED` (rows a consumer holds are left for a later batch), delete
    * them by primary key, and raise each handler's horizon to the newest first_seen deleted
    * (GREATEST: never lowered). Any lock wait gives up after 1 s (innodb_lock_wait_timeout) and
    * the cleanup loop runs the batch again. A claim that meets one of these rows while this runs
-   * waits for the commit, then reads the new horizon (see MysqlClaimGuards).
+   * waits for the commit, then reads the new horizon (see mysqlClaimGuards in claim.ts).
    */
-  async purgeRedeliveryCounts(cutoff: Date, handler?: string): Promise<number> {
-    const [result] = await runPooled(this.pool,
-      `DELETE FROM ${this.t.redelivery} WHERE last_seen < ?${handler === undefined ? "" : " AND handler = ?"}`,
-      handler === undefined ? [utcDatetime(cutoff)] : [utcDatetime(cutoff), utf8(handler)]);
-    return Number((result as { affectedRows?: number }).affectedRows ?? 0);
-  }
-
   async purgeBatch(cutoff: Date, limit: number, handler?: string): Promise<PurgeBatchResult> {
     const n = Math.max(1, Math.trunc(limit));
-    const connection = await acquire(this.pool);
-    let broken = false;
-    let timeoutSet = false;
-    try {
-      // A session variable (MySQL cannot set it per statement): saved and put back before the
-      // connection returns to the pool.
-      await connection.query(`SET @rabbit_inbox_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ${PURGE_LOCK_WAIT_TIMEOUT_S}`);
-      timeoutSet = true;
-      await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
-      await connection.query("START TRANSACTION");
-      try {
-        const result = await this.purgeIn(connection, cutoff, n, handler);
-        await connection.query("COMMIT");
-        return result;
-      } catch (error) {
-        if (!isMysqlConnectionLoss(error)) await connection.query("ROLLBACK").catch(() => { broken = true; });
-        throw error;
-      }
-    } catch (error) {
-      broken ||= isMysqlConnectionLoss(error);
-      throw classifyMysqlError(error);
-    } finally {
-      if (timeoutSet && !broken) {
-        await connection.query("SET SESSION innodb_lock_wait_timeout = @rabbit_inbox_lock_wait").catch(() => { broken = true; });
-      }
-      giveBack(connection, broken);
-    }
+    return this.drivers.purge.transaction(({ query }) => this.purgeIn(query, cutoff, n, handler));
   }
 
-  private async purgeIn(connection: C, cutoff: Date, limit: number, handler: string | undefined): Promise<PurgeBatchResult> {
-    const victims = rowsOf(await connection.execute(
-      `SELECT tenant, handler, event_id, ${micros("first_seen")} AS first_seen_us FROM ${this.t.dedup}
+  private async purgeIn(query: SqlQuery, cutoff: Date, limit: number, handler: string | undefined): Promise<PurgeBatchResult> {
+    const { rows: victims } = await query({
+      text: `SELECT tenant, handler, event_id, ${micros("first_seen")} AS first_seen_us FROM ${this.t.dedup}
        WHERE first_seen < ?${handler === undefined ? "" : " AND handler = ?"}
        ORDER BY first_seen LIMIT ${limit}
        FOR UPDATE SKIP LOCKED`,
-      handler === undefined ? [utcDatetime(cutoff)] : [utcDatetime(cutoff), utf8(handler)],
-    ));
+      values: handler === undefined ? [utcDatetime(cutoff)] : [utcDatetime(cutoff), utf8(handler)],
+    });
     if (victims.length === 0) return { deleted: 0, handlers: [] };
     let deleted = 0;
     for (const chunk of chunked(victims, PURGE_DELETE_CHUNKS)) {
-      const values: MysqlValue[] = [];
+      const values: Buffer[] = [];
       for (const v of chunk) values.push(v.tenant as Buffer, v.handler as Buffer, v.event_id as Buffer);
-      deleted += headerOf(await connection.execute(
-        `DELETE FROM ${this.t.dedup} WHERE ${chunk.map(() => "(tenant = ? AND handler = ? AND event_id = ?)").join(" OR ")}`, values,
-      )).affectedRows;
+      deleted += (await query({
+        text: `DELETE FROM ${this.t.dedup} WHERE ${chunk.map(() => "(tenant = ? AND handler = ? AND event_id = ?)").join(" OR ")}`, values,
+      })).affected;
     }
     // Per handler: rows and the newest first_seen, in microseconds (the horizon keeps the precision of first_seen).
     const per = new Map<string, { name: Buffer; rows: number; newestUs: number }>();
@@ -200,13 +193,13 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
     // In one order (bytes), so that two purges never lock two horizons the other way round.
     for (const h of [...per.values()].sort((a, b) => Buffer.compare(a.name, b.name))) {
       const through = `TIMESTAMPADD(MICROSECOND, ?, '1970-01-01 00:00:00')`;
-      await connection.execute(
-        `INSERT INTO ${this.t.horizon} (handler, purged_through, rows_purged, updated_at) VALUES (?, ${through}, ?, UTC_TIMESTAMP(6))
+      await query({
+        text: `INSERT INTO ${this.t.horizon} (handler, purged_through, rows_purged, updated_at) VALUES (?, ${through}, ?, UTC_TIMESTAMP(6))
          ON DUPLICATE KEY UPDATE purged_through = GREATEST(purged_through, ${through}),
            rows_purged = rows_purged + ?, updated_at = UTC_TIMESTAMP(6)`,
-        [h.name, h.newestUs, h.rows, h.newestUs, h.rows],
-      );
-      const [row] = rowsOf(await connection.execute(`SELECT ${micros("purged_through")} AS us FROM ${this.t.horizon} WHERE handler = ?`, [h.name]));
+        values: [h.name, h.newestUs, h.rows, h.newestUs, h.rows],
+      });
+      const { rows: [row] } = await query({ text: `SELECT ${micros("purged_through")} AS us FROM ${this.t.horizon} WHERE handler = ?`, values: [h.name] });
       handlers.push({ handler: textOf(h.name), deleted: h.rows, purgedThrough: dateOfMicros(row!.us) });
     }
     return { deleted, handlers: handlers.sort((a, b) => (a.handler < b.handler ? -1 : a.handler > b.handler ? 1 : 0)) };
@@ -215,21 +208,21 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
   async listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
     const status = filter.status ?? "held";
     const where: string[] = [];
-    const values: MysqlValue[] = [];
+    const values: string[] = [];
     if (status !== "all") { where.push("status = ?"); values.push(status); }
     if (filter.handler !== undefined) { where.push("handler = ?"); values.push(filter.handler); }
     if (filter.reason !== undefined) { where.push("reason = ?"); values.push(filter.reason); }
     const rows = await this.read(
       `SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-       ORDER BY id LIMIT ${limitOf(filter.limit ?? 100)}`,
+       ORDER BY id LIMIT ${listingLimit(filter.limit ?? 100)}`,
       values,
     );
-    return rows.map(toDetail);
+    return rows.map(detailOf);
   }
 
   async getQuarantineEntry(id: number): Promise<QuarantineDetail | null> {
     const [r] = await this.read(`SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE id = ?`, [id]);
-    return r ? toDetail(r) : null;
+    return r ? detailOf(r) : null;
   }
 
   async quarantineCounts(): Promise<QuarantineCount[]> {
@@ -255,61 +248,61 @@ export class MysqlInboxOperations<C extends MysqlConnection = MysqlConnection> i
       `SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE handler = ? AND tenant = ? AND event_id = ? AND fingerprint = ? ORDER BY id LIMIT 1`,
       [handler, key.tenant, key.eventId, fingerprint],
     );
-    return r ? toDetail(r) : null;
+    return r ? detailOf(r) : null;
   }
 
   async quarantineAudit(quarantineId: number): Promise<AuditRecord[]> {
-    return (await this.read(`SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE quarantine_id = ? ORDER BY id`, [quarantineId])).map(toAudit);
+    return (await this.read(`SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE quarantine_id = ? ORDER BY id`, [quarantineId])).map(auditOf);
   }
 
   async beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
-    return readCommitted(this.pool, async (connection) => {
-      const [found] = rowsOf(await connection.execute(`SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE id = ? FOR UPDATE`, [id]));
+    return this.drivers.readCommitted.transaction(async ({ query }) => {
+      const { rows: [found] } = await query({ text: `SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE id = ? FOR UPDATE`, values: [id] });
       if (!found) throw noSuchEntry(id);
-      const entry = toDetail(found);
+      const entry = detailOf(found);
       checkResolvable(entry, request);
       if (request.acceptNew) {
-        const [stored] = rowsOf(await connection.execute(
-          `SELECT fingerprint FROM ${this.t.dedup} WHERE tenant = ? AND handler = ? AND event_id = ?`,
-          [utf8(entry.tenant!), utf8(entry.handler), utf8(entry.eventId!)],
-        ));
+        const { rows: [stored] } = await query({
+          text: `SELECT fingerprint FROM ${this.t.dedup} WHERE tenant = ? AND handler = ? AND event_id = ?`,
+          values: [utf8(entry.tenant!), utf8(entry.handler), utf8(entry.eventId!)],
+        });
         checkStoredStillSame(entry, stored ? textOf(stored.fingerprint) : null);
       }
-      const inserted = headerOf(await connection.execute(
-        `INSERT INTO ${this.t.audit} (quarantine_id, action, actor, reason, options) VALUES (?, ?, ?, ?, ?)`,
-        [id, request.action, request.actor, request.reason, resolutionOptions(request)],
-      ));
-      const auditId = Number((inserted as { insertId?: unknown }).insertId);
-      const [audit] = rowsOf(await connection.execute(`SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE id = ?`, [auditId]));
-      const record = toAudit(audit!);
+      await query({
+        text: `INSERT INTO ${this.t.audit} (quarantine_id, action, actor, reason, options) VALUES (?, ?, ?, ?, ?)`,
+        values: [id, request.action, request.actor, request.reason, resolutionOptions(request)],
+      });
+      // The session's LAST_INSERT_ID() is the audit row's id, whatever the driver reports.
+      const { rows: [audit] } = await query({ text: `SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE id = LAST_INSERT_ID()`, values: [] });
+      const record = auditOf(audit!);
       if (request.acceptNew || request.acceptStale) {
-        await connection.execute(
-          `INSERT INTO ${this.t.grant} (audit_id, handler, tenant, event_id, kind, stored_fingerprint, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-          [record.id, utf8(entry.handler), utf8(entry.tenant!), utf8(entry.eventId!), request.acceptNew ? "accept-new" : "accept-stale",
+        await query({
+          text: `INSERT INTO ${this.t.grant} (audit_id, handler, tenant, event_id, kind, stored_fingerprint, fingerprint) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          values: [record.id, utf8(entry.handler), utf8(entry.tenant!), utf8(entry.eventId!), request.acceptNew ? "accept-new" : "accept-stale",
             request.acceptNew && entry.storedFingerprint !== null ? utf8(entry.storedFingerprint) : null, utf8(entry.fingerprint!)],
-        );
+        });
       }
-      await connection.execute(`UPDATE ${this.t.quarantine} SET status = ? WHERE id = ?`, [request.action === "replay" ? "replayed" : "discarded", id]);
+      await query({ text: `UPDATE ${this.t.quarantine} SET status = ? WHERE id = ?`, values: [request.action === "replay" ? "replayed" : "discarded", id] });
       return record;
     });
   }
 
   async confirmReplay(auditId: number): Promise<void> {
-    await runPooled(this.pool, `UPDATE ${this.t.audit} SET published_at = UTC_TIMESTAMP(6) WHERE id = ?`, [auditId]);
+    await this.drivers.autocommit.read((query) => query({ text: `UPDATE ${this.t.audit} SET published_at = UTC_TIMESTAMP(6) WHERE id = ?`, values: [auditId] }));
   }
 
   async failReplay(auditId: number, failure: string): Promise<void> {
-    await readCommitted(this.pool, async (connection) => {
-      await connection.execute(`UPDATE ${this.t.audit} SET failure = ? WHERE id = ?`, [failure, auditId]);
-      const [audit] = rowsOf(await connection.execute(`SELECT quarantine_id FROM ${this.t.audit} WHERE id = ?`, [auditId]));
-      await connection.execute(`DELETE FROM ${this.t.grant} WHERE audit_id = ? AND used_at IS NULL`, [auditId]);
+    await this.drivers.readCommitted.transaction(async ({ query }) => {
+      await query({ text: `UPDATE ${this.t.audit} SET failure = ? WHERE id = ?`, values: [failure, auditId] });
+      const { rows: [audit] } = await query({ text: `SELECT quarantine_id FROM ${this.t.audit} WHERE id = ?`, values: [auditId] });
+      await query({ text: `DELETE FROM ${this.t.grant} WHERE audit_id = ? AND used_at IS NULL`, values: [auditId] });
       // Unless a consumer already quarantined it again (it is then `held` with one more occurrence).
-      if (audit) await connection.execute(`UPDATE ${this.t.quarantine} SET status = 'held' WHERE id = ? AND status = 'replayed'`, [Number(audit.quarantine_id)]);
+      if (audit) await query({ text: `UPDATE ${this.t.quarantine} SET status = 'held' WHERE id = ? AND status = 'replayed'`, values: [Number(audit.quarantine_id)] });
     });
   }
 
-  private async read(sql: string, values: MysqlValue[] = []): Promise<Row[]> {
-    return rowsOf(await runPooled(this.pool, sql, values));
+  private read(text: string, values: ReadonlyArray<string | number | Buffer> = []): Promise<SqlRow[]> {
+    return this.drivers.autocommit.read(async (query) => (await query({ text, values })).rows);
   }
 }
 
@@ -318,28 +311,10 @@ function errnoOf(error: unknown): unknown {
   return (error as { errno?: unknown }).errno ?? (cause as { errno?: unknown } | undefined)?.errno;
 }
 
-/** LIMIT is inlined: a prepared LIMIT ? rejects mysql2's numeric parameters on MySQL 8.0.22+. */
-function limitOf(limit: number): number {
-  return Math.max(0, Math.min(Math.trunc(limit), 1_000_000));
+function detailOf(r: SqlRow): QuarantineDetail {
+  return quarantineDetailOf(mysqlColumns, r);
 }
 
-function toDetail(r: Row): QuarantineDetail {
-  return {
-    id: Number(r.id), handler: textOf(r.handler),
-    tenant: nullableText(r.tenant), eventId: nullableText(r.event_id),
-    reason: textOf(r.reason), detail: textOf(r.detail), status: textOf(r.status) as QuarantineStatus,
-    fingerprint: nullableText(r.fingerprint), storedFingerprint: nullableText(r.stored_fingerprint),
-    occurrences: Number(r.occurrences), body: Buffer.isBuffer(r.body) ? r.body : Buffer.from(textOf(r.body), "utf8"),
-    bodyTruncated: Boolean(Number(r.body_truncated)),
-    properties: textOf(r.properties), queue: textOf(r.queue), eventTime: maybeDateOfMicros(r.event_time_us),
-    firstSeen: dateOfMicros(r.first_seen_us), lastSeen: dateOfMicros(r.last_seen_us),
-  };
-}
-
-function toAudit(r: Row): AuditRecord {
-  return {
-    id: Number(r.id), quarantineId: Number(r.quarantine_id), action: textOf(r.action) as AuditRecord["action"],
-    actor: textOf(r.actor), reason: textOf(r.reason), options: textOf(r.options), at: dateOfMicros(r.at_us),
-    publishedAt: maybeDateOfMicros(r.published_at_us), failure: nullableText(r.failure),
-  };
+function auditOf(r: SqlRow): AuditRecord {
+  return auditRecordOf(mysqlColumns, r);
 }
