@@ -12,9 +12,8 @@ export default {
     "src/store/postgres/postgres-claim-guards.ts",
     // claim and insertBatch.
     "src/store/postgres/postgres-inbox-sql.ts:32-84",
-    "src/store/mysql/mysql-claim-guards.ts",
-    // claim and claimChunk: the length checks, and which keys the INSERT claimed.
-    "src/store/mysql/mysql-store.ts:310-370",
+    // The claim: the length checks, which keys the INSERT claimed, and the guards' statements.
+    "src/store/mysql/claim.ts",
   ],
   incrementalFile: "reports/stryker-stores-incremental.json",
   htmlReporter: { fileName: "reports/mutation-stores/mutation.html" },

@@ -1,24 +1,13 @@
-/**
- * Every error the library raises carries a stable `code` (never reused, documented in
- * docs/errors.md) and a `kind` that decides what the pipeline does with the delivery.
- */
-export type ErrorKind =
-  /** The event can never succeed as sent: quarantine it, then ack. */
-  | "permanent"
-  /**
-   * The event cannot apply yet (something it depends on has not arrived): not retried in
-   * process; sent through the broker's delayed-retry queues, quarantined after the last delay.
-   */
-  | "retry-later"
-  /** Contention (deadlock, serialization, lock timeout): retry the transaction. */
-  | "transient"
-  /** The database or broker connection is gone: back off, do not ack, let the broker redeliver. */
-  | "connection"
-  /** The COMMIT was sent but its result is unknown: never ack; the redelivery and the dedup key decide. */
-  | "commit-unknown"
-  /** Configuration or programming error: fail loudly at start. */
-  | "config";
+import { type ErrorKind, catalogued } from "./error-catalogue.js";
 
+export type { ErrorKind } from "./error-catalogue.js";
+
+/**
+ * Every error the library raises carries a stable `code` (never reused; the library's own codes
+ * and their kinds are listed once, in error-catalogue.ts, and documented in docs/errors.md) and
+ * a `kind` that decides what the pipeline does with the delivery. A user's own subclass may
+ * bring a code of its own.
+ */
 export class InboxError extends Error {
   readonly code: string;
   readonly kind: ErrorKind;
@@ -37,7 +26,7 @@ export class InboxError extends Error {
 export class PermanentEventError extends InboxError {
   readonly reason: string;
   constructor(reason: string, message: string, options?: { cause?: unknown }) {
-    super("RI_PERMANENT_EVENT", "permanent", message, options);
+    super(...catalogued("RI_PERMANENT_EVENT"), message, options);
     this.reason = reason;
   }
 }
@@ -53,7 +42,7 @@ export class PermanentEventError extends InboxError {
 export class RetryLaterError extends InboxError {
   readonly reason: string;
   constructor(reason: string, message: string, options?: { cause?: unknown }) {
-    super("RI_RETRY_LATER", "retry-later", message, options);
+    super(...catalogued("RI_RETRY_LATER"), message, options);
     this.reason = reason;
   }
 }
@@ -62,36 +51,35 @@ export class RetryLaterError extends InboxError {
 export class InvalidEventError extends PermanentEventError {
   constructor(message: string, options?: { cause?: unknown }) {
     super("invalid", message, options);
-    Object.defineProperty(this, "code", { value: "RI_INVALID_EVENT" });
+    Object.defineProperty(this, "code", { value: catalogued("RI_INVALID_EVENT")[0] });
   }
 }
 
 /** A transient database failure classified by a store (retry the whole transaction). */
 export class TransientStoreError extends InboxError {
   constructor(message: string, options?: { cause?: unknown; kind?: "transient" | "connection" }) {
-    const kind = options?.kind ?? "transient";
-    super(kind === "connection" ? "RI_STORE_CONNECTION_LOST" : "RI_STORE_TRANSIENT", kind, message, options);
+    super(...catalogued(options?.kind === "connection" ? "RI_STORE_CONNECTION_LOST" : "RI_STORE_TRANSIENT"), message, options);
   }
 }
 
 /** The connection broke while COMMIT was in flight: the transaction may or may not be durable. */
 export class CommitOutcomeUnknownError extends InboxError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super("RI_COMMIT_OUTCOME_UNKNOWN", "commit-unknown", message, options);
+    super(...catalogued("RI_COMMIT_OUTCOME_UNKNOWN"), message, options);
   }
 }
 
 /** Invalid options passed to the library. */
 export class InboxConfigError extends InboxError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super("RI_CONFIG", "config", message, options);
+    super(...catalogued("RI_CONFIG"), message, options);
   }
 }
 
 /** Publishing to the quarantine queue was not confirmed by the broker in time. */
 export class QuarantinePublishError extends InboxError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super("RI_QUARANTINE_PUBLISH", "connection", message, options);
+    super(...catalogued("RI_QUARANTINE_PUBLISH"), message, options);
   }
 }
 
@@ -100,7 +88,7 @@ export class BrokerUnreachableError extends InboxError {
   /** Why each node failed, in the order they were tried (no credentials). */
   readonly failures: readonly string[];
   constructor(message: string, options?: { cause?: unknown; failures?: readonly string[] }) {
-    super("RI_BROKER_UNREACHABLE", "connection", message, options);
+    super(...catalogued("RI_BROKER_UNREACHABLE"), message, options);
     this.failures = options?.failures ?? [];
   }
 }

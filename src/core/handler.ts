@@ -36,7 +36,9 @@ export interface HandlerContext<Tx> {
    * a duplicate of this event produces nothing again. The message id is derived from
    * (tenant, handler, event id, position of this publish within the event's handling; and the
    * version's fingerprint after an accept-new), so a copy the relay re-sends carries the same
-   * id. Await it; resolves to the message id.
+   * id. Await it; resolves to the message id. An invalid call (an exchange name over 255 bytes,
+   * a priority out of range, a body that is not JSON...) rejects with InboxConfigError: let it
+   * propagate, and the pipeline fails loudly instead of blaming the event.
    */
   publish: OutboxPublish;
 }
@@ -49,6 +51,7 @@ export interface BatchItem<E, Tx> {
 
 /** Events a set-based handler refuses, by their index in the batch it was given. */
 export interface BatchRejection {
+  /** Position in the `items` given to `handleBatch`; one outside them is a programming error (InboxConfigError). */
   index: number;
   /** Quarantine reason, e.g. `account_missing`. */
   reason: string;

@@ -145,8 +145,10 @@ export interface Store<Tx = unknown> {
   /** Creates or upgrades the inbox tables. Idempotent; safe to run from several processes. */
   migrate(): Promise<void>;
   /**
-   * Runs `work` in one transaction: BEGIN, work, COMMIT. Any throw rolls back and rethrows
-   * (classified). `beforeCommit` runs after `work` and before COMMIT (fault injection).
+   * Runs `work` in one transaction: BEGIN, work, COMMIT. Any throw rolls back and rethrows:
+   * the driver's errors classified, any other error (a handler's, the pipeline's own request
+   * for a rollback) as it was thrown, the same object. `beforeCommit` runs after `work` and
+   * before COMMIT (fault injection).
    */
   transaction<T>(work: (tx: StoreTransaction<Tx>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T>;
   /** Lists quarantine entries, newest first. */

@@ -1,8 +1,9 @@
+import { catalogued } from "../core/error-catalogue.js";
 import { InboxError } from "../core/errors.js";
 
 /** An operator action on a quarantine entry that cannot be done as asked (no such entry, wrong status, ...). */
 export class QuarantineOperationError extends InboxError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super("RI_QUARANTINE_OPERATION", "config", message, options);
+    super(...catalogued("RI_QUARANTINE_OPERATION"), message, options);
   }
 }

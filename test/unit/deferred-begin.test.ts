@@ -24,7 +24,10 @@ describe("inlineParameters (BEGIN sent with the first statement)", () => {
   });
 
   it("takes numbers and null; refuses anything else so the statement goes with its parameters", () => {
-    expect(inline("LIMIT $1 OFFSET $2", [10, null])).toBe("LIMIT 10 OFFSET NULL");
+    expect(inline("LIMIT $1 OFFSET $2", [10, null])).toBe("LIMIT '10' OFFSET NULL");
+    // Quoted: bare, -1 after a minus would start a comment, and before a cast bind after it.
+    expect(inline("SELECT 5-$1, $1::text", [-1])).toBe("SELECT 5-'-1', '-1'::text");
+    expect(inline("VALUES ($1)", [-0])).toBe("VALUES ('0')");
     expect(inline("VALUES ($1)", [Buffer.from("x")])).toBeNull();
     expect(inline("VALUES ($1)", [true])).toBeNull();
     expect(inline("VALUES ($1)", [new Date()])).toBeNull();

@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
-import { InboxError, InvalidEventError, PermanentEventError, RetryLaterError, TransientStoreError } from "../../src/core/errors.js";
+import { InboxConfigError, InboxError, InvalidEventError, PermanentEventError, RetryLaterError, TransientStoreError } from "../../src/core/errors.js";
 import type { EventKey } from "../../src/core/event.js";
 import { eventScopedHash, fingerprintOf } from "../../src/core/fingerprint.js";
 import type { BatchItem, BatchRejection, InboxHandler } from "../../src/core/handler.js";
@@ -201,11 +201,14 @@ describe("handlers", () => {
     expect(store.claimCalls).toEqual([]);
   });
 
-  it("a handleBatch rejection outside the batch is a configuration error, named as such", async () => {
+  it("a handleBatch rejection outside the batch is a configuration error, named as such: process() rejects with it", async () => {
     const { store, lines, pipeline } = setup({ handleBatch: () => Promise.resolve([{ index: 5, reason: "x", detail: "y" }]) }, { canDelayRetry: () => false });
-    const [outcome] = await pipeline.process([message("e-1")]);
-    expect(outcome).toMatchObject({ kind: "quarantined", reason: "retries_exhausted", detail: "gave up after 3 attempts: handleBatch rejected index 5, outside the batch of 1" });
-    expect(logged(lines, "transaction failed, retrying").map((l) => l.fields?.errorKind)).toEqual(["config", "config"]);
+    await expect(pipeline.process([message("e-1")])).rejects.toThrow(new InboxConfigError("handleBatch rejected index 5, outside the batch of 1"));
+    // Failed loudly at once: not retried, not quarantined as retries_exhausted (config errors are
+    // covered in depth in pipeline-config-errors.test.ts).
+    expect(logged(lines, "transaction failed, retrying")).toEqual([]);
+    expect(store.transactions).toBe(1);
+    expect(store.quarantined).toEqual([]);
     expect(store.effects).toEqual([]);
   });
 });

@@ -158,7 +158,7 @@ export function mysqlClaimGuards(query: SqlQuery, prefix: string): ClaimGuardSta
 }
 
 /** The handler's name as the key column holds it; a name the column cannot hold is a configuration error. */
-export function handlerKey(handler: string): Buffer {
+function handlerKey(handler: string): Buffer {
   const bytes = utf8(handler);
   if (bytes.length > MYSQL_MAX_HANDLER_BYTES) {
     throw new InboxConfigError(`handler name is ${bytes.length} UTF-8 bytes; the MySQL store allows ${MYSQL_MAX_HANDLER_BYTES}`);

@@ -72,7 +72,7 @@ export interface MysqlDriverOptions<C extends MysqlConnection> extends MysqlSess
  * error is fatal destroyed, never released.
  */
 export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends PooledDriver<C, C> {
-  readonly pool: MysqlPool<C>;
+  private readonly pool: MysqlPool<C>;
 
   constructor(private readonly options: MysqlDriverOptions<C>) {
     super();

@@ -36,9 +36,9 @@ export interface MysqlConnectOptions extends Omit<MysqlStoreOptions<MysqlConnect
   poolSize?: number;
   /**
    * mysql2's `trace`: capture the caller's stack before every query, so that a failed query's
-   * stack shows where it was sent from. Default false: the capture costs about 15 us of CPU per
-   * statement (measured here; strict mode sends four per message), and the store's logs name
-   * the handler and the event of a failure anyway. Errors keep their message and code either way.
+   * stack shows where it was sent from. Default false: the capture costs CPU on every statement
+   * (strict mode sends four per message), and the store's logs name the handler and the event of
+   * a failure anyway. Errors keep their message and code either way.
    */
   traceQueries?: boolean;
 }

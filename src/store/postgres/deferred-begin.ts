@@ -260,7 +260,10 @@ function literalsOf(values: readonly unknown[]): string[] | null {
 
 function literalOf(value: unknown): string | null {
   if (value === null) return "NULL";
-  if (typeof value === "number") return Number.isFinite(value) ? String(value) : null;
+  // Quoted, as the text node-postgres would send for it, typed by its context like a parameter.
+  // Bare, a negative number changes the statement: `5-$1` with -1 reads `5--1`, the rest of the
+  // line a comment, and `-1::text` casts 1 before negating it.
+  if (typeof value === "number") return Number.isFinite(value) ? `'${String(value)}'` : null;
   if (typeof value === "string") return value.includes("\u0000") ? null : quoteLiteral(value);
   if (Array.isArray(value) && value.every((v) => typeof v === "string" && !v.includes("\u0000"))) {
     const strings = value as string[];

@@ -19,7 +19,9 @@ export interface SqlExecutor<Tx> {
   /**
    * Runs one statement with the database's own placeholders (`$1` on PostgreSQL, `?` on MySQL)
    * inside `tx`, or on its own (autocommit) when `tx` is undefined. Rows come back as objects
-   * keyed by column name, untransformed; `rowCount` is the rows a write touched.
+   * keyed by column name, untransformed; `rowCount` is the rows a write touched (on MySQL, the
+   * driver's affectedRows); `insertId`, where the data layer reports it, the id a MySQL INSERT
+   * generated (0 when it inserted no row).
    */
   query(text: string, values: readonly unknown[], tx?: Tx): Promise<{ rows: SqlRow[]; rowCount: number | null; insertId?: number }>;
   /**

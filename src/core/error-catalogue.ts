@@ -1,0 +1,53 @@
+/**
+ * The one list of the library's error codes. Each error class takes its code and kind from
+ * here, and docs/errors.md documents exactly these codes (a test compares the two both ways),
+ * so a code cannot be added, renamed or given another kind in one place only.
+ */
+
+/** What the pipeline (or an operator command) does with an error; see docs/errors.md. */
+export type ErrorKind =
+  /** The event can never succeed as sent: quarantine it, then ack. */
+  | "permanent"
+  /**
+   * The event cannot apply yet (something it depends on has not arrived): not retried in
+   * process; sent through the broker's delayed-retry queues, quarantined after the last delay.
+   */
+  | "retry-later"
+  /** Contention (deadlock, serialization, lock timeout): retry the transaction. */
+  | "transient"
+  /** The database or broker connection is gone: back off, do not ack, let the broker redeliver. */
+  | "connection"
+  /** The COMMIT was sent but its result is unknown: never ack; the redelivery and the dedup key decide. */
+  | "commit-unknown"
+  /**
+   * Configuration or programming error: fail loudly, at start or when the pipeline meets it;
+   * never retried, delayed or quarantined (the event is not at fault).
+   */
+  | "config";
+
+export interface CatalogueEntry {
+  readonly kind: ErrorKind;
+  /** One line: what went wrong. docs/errors.md says more, and what happens to the delivery. */
+  readonly meaning: string;
+}
+
+export const errorCatalogue = {
+  RI_INVALID_EVENT: { kind: "permanent", meaning: "the body could not be decoded or failed validation" },
+  RI_PERMANENT_EVENT: { kind: "permanent", meaning: "the event can never apply; its reason says why" },
+  RI_RETRY_LATER: { kind: "retry-later", meaning: "the event cannot apply yet: something it depends on has not arrived" },
+  RI_STORE_TRANSIENT: { kind: "transient", meaning: "database contention: deadlock, serialization failure, lock timeout, busy" },
+  RI_STORE_CONNECTION_LOST: { kind: "connection", meaning: "the database session is gone or cannot be opened" },
+  RI_COMMIT_OUTCOME_UNKNOWN: { kind: "commit-unknown", meaning: "the session died while COMMIT was in flight" },
+  RI_QUARANTINE_PUBLISH: { kind: "connection", meaning: "a quarantine or delayed-retry publish was not confirmed" },
+  RI_BROKER_UNREACHABLE: { kind: "connection", meaning: "no node of the broker accepted a connection" },
+  RI_CONFIG: { kind: "config", meaning: "bad options or a programming error in how the library is used" },
+  RI_RETENTION_GUARD: { kind: "config", meaning: "cleanup refused: no replay window, or one under the minimum" },
+  RI_QUARANTINE_OPERATION: { kind: "config", meaning: "an operator action on a quarantine entry cannot be done as asked" },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorCode = keyof typeof errorCatalogue;
+
+/** A catalogued code with its kind, as an error class's constructor passes them on. */
+export function catalogued<C extends ErrorCode>(code: C): [code: C, kind: (typeof errorCatalogue)[C]["kind"]] {
+  return [code, errorCatalogue[code].kind];
+}

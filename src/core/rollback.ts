@@ -1,0 +1,46 @@
+import type { Store, StoreTransaction } from "./store.js";
+
+/**
+ * What one transaction's work asks for: COMMIT, with its result, or ROLLBACK, with what it
+ * learned (events the handler refused, to leave out of the next run).
+ */
+export type WorkResult<C, R> = { commit: C } | { rollBack: R };
+
+/**
+ * Runs `work` in one transaction of `store`, and commits or rolls back as the work's result
+ * says. The Store contract rolls a transaction back only when its work throws, so a rollback is
+ * asked for with a throw of this call's own signal; the signal never leaves this function: the
+ * caller gets a value either way, and any other error is rethrown as is.
+ */
+export async function transactionOrRollBack<Tx, C, R>(
+  store: Store<Tx>, work: (tx: StoreTransaction<Tx>) => Promise<WorkResult<C, R>>, beforeCommit?: () => Promise<void> | void,
+): Promise<WorkResult<C, R>> {
+  const signal = new RollbackSignal<R>();
+  try {
+    return await store.transaction(async (tx) => {
+      const result = await work(tx);
+      if ("rollBack" in result) signal.raise(result.rollBack);
+      return result;
+    }, beforeCommit);
+  } catch (error) {
+    if (error === signal && signal.raised) return { rollBack: signal.value as R };
+    throw error;
+  }
+}
+
+/** Thrown through a store's transaction to make it roll back; named so that a store's log of it says what it is. */
+class RollbackSignal<R> extends Error {
+  raised = false;
+  value: R | undefined;
+
+  constructor() {
+    super("rolled back on purpose: some events were set aside; the transaction runs again without them");
+    this.name = "RollbackSignal";
+  }
+
+  raise(value: R): never {
+    this.raised = true;
+    this.value = value;
+    throw this;
+  }
+}
