@@ -1,15 +1,15 @@
 import type { SQL, sql as drizzleSql } from "drizzle-orm";
-import type { MySql2Database } from "drizzle-orm/mysql2";
 import type { NodePgDatabase } from "drizzle-orm/node-postgres";
 import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
-import { PostgresExecutorStore } from "../store/postgres/postgres-executor-store.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
 import type { PgQueryResult } from "../store/postgres/postgres-store.js";
+import { toPositional } from "./placeholders.js";
+import { lazyModule } from "./lazy-module.js";
+import type { MySql2Database } from "drizzle-orm/mysql2";
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
 import { type MySqlDrizzleTransaction, drizzleDialectOf, fromDrizzleMysql } from "./drizzle-mysql.js";
 import { drizzleDriverError } from "./drizzle-query-error.js";
-import { toPositional } from "./placeholders.js";
-import { lazyModule } from "./lazy-module.js";
 
 export { type MySqlDrizzleTransaction, fromDrizzleMysql } from "./drizzle-mysql.js";
 
@@ -60,7 +60,8 @@ export function drizzleStore<TSchema extends Record<string, unknown>>(
   options: DataLayerStoreOptions = {},
 ): PostgresExecutorStore<DrizzleTransaction<TSchema>> | MysqlExecutorStore<MySqlDrizzleTransaction<TSchema>> {
   return dataLayerStore(drizzleDialectOf(db), options, {
-    postgres: (pgOptions) => new PostgresExecutorStore({ ...pgOptions, executor: fromDrizzle(db as NodePgDatabase<TSchema>) }),
+    postgres: (pgOptions: Omit<PostgresExecutorStoreOptions<DrizzleTransaction<TSchema>>, "executor">) =>
+      new PostgresExecutorStore({ ...pgOptions, executor: fromDrizzle(db as NodePgDatabase<TSchema>) }),
     mysql: (mysqlOptions) => new MysqlExecutorStore({ ...mysqlOptions, executor: fromDrizzleMysql(db as MySql2Database<TSchema>) }),
   });
 }

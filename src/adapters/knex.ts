@@ -1,12 +1,12 @@
 import type { Knex } from "knex";
 import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
-import { PostgresExecutorStore } from "../store/postgres/postgres-executor-store.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
 import type { PgQueryResult } from "../store/postgres/postgres-store.js";
+import { toPositional } from "./placeholders.js";
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
 import { fromKnexMysql, knexDialectOf } from "./knex-mysql.js";
 import { KNEX_INBOX_QUERY_CONTEXT } from "./knex-query-context.js";
-import { toPositional } from "./placeholders.js";
 
 export { KNEX_INBOX_QUERY_CONTEXT } from "./knex-query-context.js";
 export { fromKnexMysql } from "./knex-mysql.js";
@@ -38,7 +38,7 @@ export function fromKnex(knex: Knex): PostgresExecutor<Knex.Transaction> {
  */
 export function knexStore(knex: Knex, options: DataLayerStoreOptions = {}): PostgresExecutorStore<Knex.Transaction> | MysqlExecutorStore<Knex.Transaction> {
   return dataLayerStore(knexDialectOf(knex), options, {
-    postgres: (pgOptions) => new PostgresExecutorStore({ ...pgOptions, executor: fromKnex(knex) }),
+    postgres: (pgOptions: Omit<PostgresExecutorStoreOptions<Knex.Transaction>, "executor">) => new PostgresExecutorStore({ ...pgOptions, executor: fromKnex(knex) }),
     mysql: (mysqlOptions) => new MysqlExecutorStore({ ...mysqlOptions, executor: fromKnexMysql(knex) }),
   });
 }

@@ -1,10 +1,10 @@
 import type { CompiledQuery, Kysely, Transaction } from "kysely";
 import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
-import { PostgresExecutorStore } from "../store/postgres/postgres-executor-store.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
+import { lazyModule } from "./lazy-module.js";
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
 import { fromKyselyMysql, kyselyDialectOf } from "./kysely-mysql.js";
-import { lazyModule } from "./lazy-module.js";
 
 export { fromKyselyMysql } from "./kysely-mysql.js";
 
@@ -45,7 +45,7 @@ export function kyselyStore<DB>(
   options: DataLayerStoreOptions = {},
 ): PostgresExecutorStore<Transaction<DB>> | MysqlExecutorStore<Transaction<DB>> {
   return dataLayerStore(kyselyDialectOf(db as Kysely<unknown>), options, {
-    postgres: (pgOptions) => new PostgresExecutorStore({ ...pgOptions, executor: fromKysely(db) }),
+    postgres: (pgOptions: Omit<PostgresExecutorStoreOptions<Transaction<DB>>, "executor">) => new PostgresExecutorStore({ ...pgOptions, executor: fromKysely(db) }),
     mysql: (mysqlOptions) => new MysqlExecutorStore({ ...mysqlOptions, executor: fromKyselyMysql(db) }),
   });
 }

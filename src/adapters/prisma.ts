@@ -1,5 +1,6 @@
 import type { PostgresExecutor } from "../store/postgres/postgres-executor.js";
-import { PostgresExecutorStore } from "../store/postgres/postgres-executor-store.js";
+import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/postgres-executor-store.js";
+
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
 import {
@@ -71,7 +72,8 @@ export function prismaStore<C extends PrismaClientLike>(
   const { transactionOptions, ...storeOptions } = options;
   const executorOptions = transactionOptions ? { transactionOptions } : {};
   return dataLayerStore(prismaDialectOf(prisma), storeOptions, {
-    postgres: (pgOptions) => new PostgresExecutorStore({ ...pgOptions, executor: fromPrisma(prisma, executorOptions) }),
+    postgres: (pgOptions: Omit<PostgresExecutorStoreOptions<PrismaTransactionClient<C>>, "executor">) =>
+      new PostgresExecutorStore({ ...pgOptions, executor: fromPrisma(prisma, executorOptions) }),
     mysql: (mysqlOptions) => new MysqlExecutorStore({ ...mysqlOptions, executor: fromPrismaMysql(prisma, executorOptions) }),
   });
 }
