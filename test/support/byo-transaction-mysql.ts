@@ -164,7 +164,7 @@ export function describeByoTransactionMysql<Tx>(name: string, open: OpenMysqlDat
         const waiting = rival.query("UPDATE byo_accounts SET balance_cents = balance_cents WHERE id = ?", [held]);
         waiting.catch(() => undefined);
         await sleep(300); // the rival is now waiting for `held`
-        const failure = await inTransaction(tx, "UPDATE byo_accounts SET balance_cents = balance_cents + 1 WHERE id = ?", [other]).then(() => null, (e: unknown) => e);
+        const failure = await layer.executor.query("UPDATE byo_accounts SET balance_cents = balance_cents + 1 WHERE id = ?", [other], tx).then(() => null, (e: unknown) => e);
         await waiting;
         await rival.query("ROLLBACK");
         return failure;
@@ -193,7 +193,7 @@ export function describeByoTransactionMysql<Tx>(name: string, open: OpenMysqlDat
         await layer.credit(tx.handle, "a", 100);
         swallowed = await deadlockIn(tx.handle, "a", "z");
       }).then(() => null, (e: unknown) => e);
-      expect(executor!.driverError?.(swallowed) ?? swallowed).toMatchObject({ errno: 1213 });
+      expect(layer.executor.driverError?.(swallowed) ?? swallowed).toMatchObject({ errno: 1213 });
       expect(error).toBeInstanceOf(TransientStoreError);
       expect((error as Error).message).toContain("ended before the data layer's COMMIT");
       // Neither the inbox record nor the write before the deadlock: the server rolled both back.
