@@ -5,6 +5,13 @@ import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../sto
 import type { PgQueryResult } from "../store/postgres/driver.js";
 import { toPositional } from "./placeholders.js";
 import { lazyModule } from "./lazy-module.js";
+import type { MySql2Database } from "drizzle-orm/mysql2";
+import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
+import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
+import { type MySqlDrizzleTransaction, drizzleDialectOf, fromDrizzleMysql } from "./drizzle-mysql.js";
+import { drizzleDriverError } from "./drizzle-query-error.js";
+
+export { type MySqlDrizzleTransaction, fromDrizzleMysql } from "./drizzle-mysql.js";
 
 const drizzle = lazyModule<{ sql: typeof drizzleSql }>("drizzle-orm", "rabbit-inbox/drizzle");
 
@@ -30,22 +37,31 @@ export function fromDrizzle<TSchema extends Record<string, unknown>>(db: NodePgD
       const rows = result.rows ?? [];
       return { rows, rowCount: result.rowCount ?? rows.length };
     },
-    driverError: (error) => (isDrizzleQueryError(error) ? error.cause : error),
+    driverError: drizzleDriverError,
   };
-}
-
-/** DrizzleQueryError (drizzle-orm 0.44+) keeps the failed statement and its params, and the driver's error as `cause`. */
-function isDrizzleQueryError(error: unknown): error is Error & { cause: unknown } {
-  return error instanceof Error && "query" in error && "params" in error && error.cause !== undefined;
 }
 
 /**
  * An inbox store on your Drizzle database: handlers get Drizzle's transaction as `ctx.tx`, and
- * the inbox record commits or rolls back with what they write through it.
+ * the inbox record commits or rolls back with what they write through it. PostgreSQL
+ * (`drizzle-orm/node-postgres`) or MySQL / MariaDB (`drizzle-orm/mysql2`), told apart by
+ * Drizzle's database class.
  */
 export function drizzleStore<TSchema extends Record<string, unknown>>(
+  db: MySql2Database<TSchema>,
+  options?: DataLayerStoreOptions,
+): MysqlExecutorStore<MySqlDrizzleTransaction<TSchema>>;
+export function drizzleStore<TSchema extends Record<string, unknown>>(
   db: NodePgDatabase<TSchema>,
-  options: Omit<PostgresExecutorStoreOptions<DrizzleTransaction<TSchema>>, "executor"> = {},
-): PostgresExecutorStore<DrizzleTransaction<TSchema>> {
-  return new PostgresExecutorStore({ ...options, executor: fromDrizzle(db) });
+  options?: DataLayerStoreOptions,
+): PostgresExecutorStore<DrizzleTransaction<TSchema>>;
+export function drizzleStore<TSchema extends Record<string, unknown>>(
+  db: NodePgDatabase<TSchema> | MySql2Database<TSchema>,
+  options: DataLayerStoreOptions = {},
+): PostgresExecutorStore<DrizzleTransaction<TSchema>> | MysqlExecutorStore<MySqlDrizzleTransaction<TSchema>> {
+  return dataLayerStore(drizzleDialectOf(db), options, {
+    postgres: (pgOptions: Omit<PostgresExecutorStoreOptions<DrizzleTransaction<TSchema>>, "executor">) =>
+      new PostgresExecutorStore({ ...pgOptions, executor: fromDrizzle(db as NodePgDatabase<TSchema>) }),
+    mysql: (mysqlOptions) => new MysqlExecutorStore({ ...mysqlOptions, executor: fromDrizzleMysql(db as MySql2Database<TSchema>) }),
+  });
 }

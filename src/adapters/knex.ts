@@ -3,13 +3,13 @@ import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
 import type { PgQueryResult } from "../store/postgres/driver.js";
 import { toPositional } from "./placeholders.js";
+import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
+import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
+import { fromKnexMysql, knexDialectOf } from "./knex-mysql.js";
+import { KNEX_INBOX_QUERY_CONTEXT } from "./knex-query-context.js";
 
-/**
- * The `queryContext` of the inbox's own statements. Knex passes every response, raw ones too,
- * through the `postProcessResponse` of your config: if yours renames columns (camelCase), return
- * the response unchanged when `queryContext?.rabbitInbox` is true.
- */
-export const KNEX_INBOX_QUERY_CONTEXT = { rabbitInbox: true } as const;
+export { KNEX_INBOX_QUERY_CONTEXT } from "./knex-query-context.js";
+export { fromKnexMysql } from "./knex-mysql.js";
 
 /**
  * Knex (client `pg`) as a PostgresExecutor: `knex.transaction()` runs each inbox transaction and
@@ -33,8 +33,12 @@ export function fromKnex(knex: Knex): PostgresExecutor<Knex.Transaction> {
 
 /**
  * An inbox store on your Knex instance: handlers get the `Knex.Transaction` as `ctx.tx`, and the
- * inbox record commits or rolls back with what they write through it.
+ * inbox record commits or rolls back with what they write through it. PostgreSQL (client `pg`)
+ * or MySQL / MariaDB (client `mysql2`), told apart by the client's dialect.
  */
-export function knexStore(knex: Knex, options: Omit<PostgresExecutorStoreOptions<Knex.Transaction>, "executor"> = {}): PostgresExecutorStore<Knex.Transaction> {
-  return new PostgresExecutorStore({ ...options, executor: fromKnex(knex) });
+export function knexStore(knex: Knex, options: DataLayerStoreOptions = {}): PostgresExecutorStore<Knex.Transaction> | MysqlExecutorStore<Knex.Transaction> {
+  return dataLayerStore(knexDialectOf(knex), options, {
+    postgres: (pgOptions: Omit<PostgresExecutorStoreOptions<Knex.Transaction>, "executor">) => new PostgresExecutorStore({ ...pgOptions, executor: fromKnex(knex) }),
+    mysql: (mysqlOptions) => new MysqlExecutorStore({ ...mysqlOptions, executor: fromKnexMysql(knex) }),
+  });
 }

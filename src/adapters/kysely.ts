@@ -2,6 +2,11 @@ import type { CompiledQuery, Kysely, Transaction } from "kysely";
 import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
 import { lazyModule } from "./lazy-module.js";
+import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
+import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
+import { fromKyselyMysql, kyselyDialectOf } from "./kysely-mysql.js";
+
+export { fromKyselyMysql } from "./kysely-mysql.js";
 
 const kysely = lazyModule<{ CompiledQuery: typeof CompiledQuery }>("kysely", "rabbit-inbox/kysely");
 
@@ -26,7 +31,8 @@ export function fromKysely<DB>(db: Kysely<DB>): PostgresExecutor<Transaction<DB>
 
 /**
  * An inbox store on your Kysely instance: handlers get the Kysely `Transaction` as `ctx.tx`, and
- * the inbox record commits or rolls back with what they write through it.
+ * the inbox record commits or rolls back with what they write through it. PostgreSQL
+ * (PostgresDialect) or MySQL / MariaDB (MysqlDialect), told apart by Kysely's query compiler.
  *
  *     const store = kyselyStore(db);
  *     await store.migrate();
@@ -34,6 +40,12 @@ export function fromKysely<DB>(db: Kysely<DB>): PostgresExecutor<Transaction<DB>
  *       await tx.updateTable("accounts").set(...).where(...).execute();
  *     } } });
  */
-export function kyselyStore<DB>(db: Kysely<DB>, options: Omit<PostgresExecutorStoreOptions<Transaction<DB>>, "executor"> = {}): PostgresExecutorStore<Transaction<DB>> {
-  return new PostgresExecutorStore({ ...options, executor: fromKysely(db) });
+export function kyselyStore<DB>(
+  db: Kysely<DB>,
+  options: DataLayerStoreOptions = {},
+): PostgresExecutorStore<Transaction<DB>> | MysqlExecutorStore<Transaction<DB>> {
+  return dataLayerStore(kyselyDialectOf(db as Kysely<unknown>), options, {
+    postgres: (pgOptions: Omit<PostgresExecutorStoreOptions<Transaction<DB>>, "executor">) => new PostgresExecutorStore({ ...pgOptions, executor: fromKysely(db) }),
+    mysql: (mysqlOptions) => new MysqlExecutorStore({ ...mysqlOptions, executor: fromKyselyMysql(db) }),
+  });
 }

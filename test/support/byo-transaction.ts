@@ -8,16 +8,13 @@
  * through the inbox: that the inbox record and those writes commit or roll back together is the
  * point of the adapter.
  */
-import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  CommitOutcomeUnknownError, InboxConsumer, type InboxHandler, InboxPipeline, PermanentEventError, silentLogger,
-} from "../../src/index.js";
+import { CommitOutcomeUnknownError } from "../../src/index.js";
 import type { Store } from "../../src/core/store.js";
 import { PostgresExecutorStore, PostgresStore, type PostgresExecutor } from "../../src/store/postgres/index.js";
 import { describeStoreConformance } from "../conformance/store-conformance.js";
-import { amqpUrl, deleteConsumerQueues, publishAll, waitFor } from "./broker.js";
+import { type ByoCaseContext, byoSharedCases, creditEvent, creditHandler, pipelineOn } from "./byo-cases.js";
 import { type TestPgSchema, createPgSchema } from "./databases.js";
 import { incomingMessage } from "./messages.js";
 
@@ -36,13 +33,6 @@ export interface ByoDataLayer<Tx> {
 /** Opens the data layer on `url` (whose search_path is `schema`). */
 export type OpenDataLayer<Tx> = (url: string, schema: string) => Promise<ByoDataLayer<Tx>>;
 
-interface Credit {
-  account: string;
-  delta: number;
-}
-
-const fastRetry = { maxAttempts: 3, baseDelayMs: 2, maxDelayMs: 10 };
-
 async function withAdmin<T>(url: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -51,10 +41,6 @@ async function withAdmin<T>(url: string, work: (client: pg.Client) => Promise<T>
   } finally {
     await client.end();
   }
-}
-
-function creditEvent(eventId: string, account: string, delta: number, tenant = "t1") {
-  return { type: "credit", tenant, event_id: eventId, account, delta };
 }
 
 export function describeByoTransaction<Tx>(name: string, open: OpenDataLayer<Tx>): void {
@@ -141,72 +127,21 @@ export function describeByoTransaction<Tx>(name: string, open: OpenDataLayer<Tx>
     });
     const outboxRows = () => withAdmin(schema.url, async (c) => (await c.query("SELECT message_id FROM rabbit_inbox_outbox ORDER BY id")).rows.length);
 
-    function creditHandler(options: { name?: string; afterWrite?: (event: Credit, tx: Tx) => Promise<void> } = {}): InboxHandler<Credit, Tx> & { calls: number } {
-      const handler = {
-        name: options.name ?? `byo-${name}`,
-        calls: 0,
-        async handle(event: Credit, ctx: { tx: Tx }) {
-          handler.calls++;
-          await layer.credit(ctx.tx, event.account, event.delta);
-          await options.afterWrite?.(event, ctx.tx);
-        },
-      };
-      return handler;
-    }
+    const cases: ByoCaseContext<Tx> = {
+      name, queuePrefix: "ri.test.byo", cleanups, balance, outboxRows,
+      store: () => store,
+      credit: (tx, account, delta) => layer.credit(tx, account, delta),
+    };
 
-    const pipelineOn = (handler: InboxHandler<Credit, Tx>, on: Store<Tx> = store) =>
-      new InboxPipeline<Credit, Tx>({ store: on, handler, logger: silentLogger, retry: fastRetry });
-
-    it("applies an event: the data layer's write and the inbox record commit together", async () => {
-      const handler = creditHandler();
-      const outcomes = await pipelineOn(handler).process([incomingMessage(creditEvent("e-1", "a", 100))]);
-      expect(outcomes.map((o) => o.kind)).toEqual(["applied"]);
-      expect(await balance("a")).toBe(100);
-      expect(await store.countInbox(handler.name, { tenant: "t1", eventId: "e-1" })).toBe(1);
-    });
-
-    it("a handler error after its write rolls back the inbox record and the write together", async () => {
-      const permanent = creditHandler({ afterWrite: () => Promise.reject(new PermanentEventError("account_missing", "no such account")) });
-      const [refused] = await pipelineOn(permanent).process([incomingMessage(creditEvent("e-1", "a", 100))]);
-      expect(refused!.kind === "quarantined" && refused!.reason).toBe("account_missing");
-
-      const failing = creditHandler({ name: "byo-failing", afterWrite: () => Promise.reject(new Error("handler bug")) });
-      const [exhausted] = await pipelineOn(failing).process([incomingMessage(creditEvent("e-2", "b", 100))]);
-      expect(exhausted!.kind === "quarantined" && exhausted!.reason).toBe("retries_exhausted");
-      expect(failing.calls).toBe(fastRetry.maxAttempts);
-
-      expect(await balance("a")).toBeNull();
-      expect(await balance("b")).toBeNull();
-      expect(await store.countInbox(permanent.name)).toBe(0);
-      expect(await store.countInbox(failing.name)).toBe(0);
-      expect((await store.listQuarantine()).map((q) => q.reason).sort()).toEqual(["account_missing", "retries_exhausted"]);
-    });
-
-    it("a duplicate skips the handler; a conflict is quarantined with both fingerprints and not applied", async () => {
-      const handler = creditHandler();
-      const pipeline = pipelineOn(handler);
-      await pipeline.process([incomingMessage(creditEvent("e-1", "a", 100))]);
-      const [duplicate] = await pipeline.process([incomingMessage(creditEvent("e-1", "a", 100), { redelivered: true })]);
-      const [conflict] = await pipeline.process([incomingMessage(creditEvent("e-1", "a", 999))]);
-      expect(duplicate!.kind).toBe("duplicate");
-      expect(conflict!.kind === "quarantined" && conflict!.reason).toBe("conflict");
-      expect(handler.calls).toBe(1);
-      expect(await balance("a")).toBe(100);
-      const [entry] = await store.listQuarantine({ handler: handler.name });
-      expect(entry).toMatchObject({ reason: "conflict", tenant: "t1", eventId: "e-1", occurrences: 1 });
-      expect(entry!.storedFingerprint).not.toBe(entry!.fingerprint);
-      expect(entry!.firstSeen).toBeInstanceOf(Date);
-      expect(Math.abs(entry!.firstSeen.getTime() - Date.now())).toBeLessThan(60_000);
-      expect(Buffer.isBuffer(entry!.body) && JSON.parse(entry!.body.toString()).delta).toBe(999);
-    });
+    byoSharedCases(cases);
 
     it("a handler that swallows an SQL error gets nothing applied (the data layer's COMMIT would have been a ROLLBACK)", async () => {
-      const handler = creditHandler({
+      const handler = creditHandler(cases, {
         afterWrite: async (_event, tx) => {
           await layer.executor.query("SELECT 1 / 0", [], tx).catch(() => undefined);
         },
       });
-      const [outcome] = await pipelineOn(handler).process([incomingMessage(creditEvent("e-1", "a", 100))]);
+      const [outcome] = await pipelineOn(handler, store).process([incomingMessage(creditEvent("e-1", "a", 100))]);
       expect(outcome!.kind === "quarantined" && outcome!.reason).toBe("retries_exhausted");
       expect(outcome!.kind === "quarantined" && outcome!.detail).toContain("aborted");
       expect(await balance("a")).toBeNull();
@@ -232,32 +167,15 @@ export function describeByoTransaction<Tx>(name: string, open: OpenDataLayer<Tx>
           return result;
         }),
       };
-      const handler = creditHandler();
+      const handler = creditHandler(cases);
       const [lost] = await pipelineOn(handler, new PostgresExecutorStore({ executor: killer })).process([incomingMessage(creditEvent("e-1", "a", 100))]);
       expect(lost!.kind).toBe("requeue");
       expect(lost!.kind === "requeue" && lost!.error).toBeInstanceOf(CommitOutcomeUnknownError);
       // The broker redelivers; the dedup record decides. Here the COMMIT never reached the server.
-      const [again] = await pipelineOn(handler).process([incomingMessage(creditEvent("e-1", "a", 100), { redelivered: true })]);
+      const [again] = await pipelineOn(handler, store).process([incomingMessage(creditEvent("e-1", "a", 100), { redelivered: true })]);
       expect(again!.kind).toBe("applied");
-      const [third] = await pipelineOn(handler).process([incomingMessage(creditEvent("e-1", "a", 100), { redelivered: true })]);
+      const [third] = await pipelineOn(handler, store).process([incomingMessage(creditEvent("e-1", "a", 100), { redelivered: true })]);
       expect(third!.kind).toBe("duplicate");
-      expect(await balance("a")).toBe(100);
-    });
-
-    it("ctx.publish writes the outbox row in the same transaction; a rollback leaves none", async () => {
-      const handler: InboxHandler<Credit, Tx> = {
-        name: `byo-${name}-outbox`,
-        async handle(event, ctx) {
-          await layer.credit(ctx.tx, event.account, event.delta);
-          await ctx.publish("", "byo.credited", { account: event.account, delta: event.delta });
-          if (event.delta < 0) throw new PermanentEventError("negative", "refused after publishing");
-        },
-      };
-      const outcomes = await pipelineOn(handler).process([
-        incomingMessage(creditEvent("e-1", "a", 100)), incomingMessage(creditEvent("e-2", "a", -5)),
-      ]);
-      expect(outcomes.map((o) => (o.kind === "quarantined" ? o.reason : o.kind))).toEqual(["applied", "negative"]);
-      expect(await outboxRows()).toBe(1);
       expect(await balance("a")).toBe(100);
     });
 
@@ -269,36 +187,13 @@ export function describeByoTransaction<Tx>(name: string, open: OpenDataLayer<Tx>
       try {
         await pgStore.migrate();
         // A record written through the data layer is seen by PostgresStore, and the reverse.
-        await pipelineOn(creditHandler()).process([incomingMessage(creditEvent("e-1", "a", 1))]);
+        await pipelineOn(creditHandler(cases), store).process([incomingMessage(creditEvent("e-1", "a", 1))]);
         expect(await pgStore.countInbox(`byo-${name}`)).toBe(1);
       } finally {
         await pgStore.close();
       }
       await store.migrate();
       expect(await versions()).toEqual(before);
-    });
-
-    it("consumes from the real broker: applied, duplicate, conflict and malformed, with the balance right", async () => {
-      const queue = `ri.test.byo.${name}.${randomBytes(4).toString("hex")}`;
-      cleanups.push(() => deleteConsumerQueues(queue));
-      const handler = creditHandler();
-      const consumer = new InboxConsumer<Credit, Tx>({ url: amqpUrl, queue, store, handler, logger: silentLogger, batchSize: 10 });
-      cleanups.push(() => consumer.stop());
-      await consumer.start();
-      await publishAll(queue, [
-        creditEvent("e-1", "acct", 100),
-        creditEvent("e-2", "acct", 250),
-        creditEvent("e-1", "acct", 100), // redelivered by a producer retry
-        creditEvent("e-2", "acct", -250), // same id, other payload
-        "{ not json",
-      ]);
-      const settled = () => Object.values(consumer.outcomeCounts).reduce((a, b) => a + b, 0);
-      await waitFor(() => settled() >= 5, 20_000, "five settled deliveries");
-      await consumer.stop();
-      expect(consumer.outcomeCounts).toMatchObject({ applied: 2, duplicate: 1, quarantined: 2 });
-      expect(await balance("acct")).toBe(350);
-      expect(await store.countInbox(handler.name)).toBe(2);
-      expect((await store.listQuarantine({ handler: handler.name })).map((q) => q.reason).sort()).toEqual(["conflict", "invalid"]);
     });
   });
 }

@@ -4,3 +4,5 @@ export { classifyMysqlError, isMysqlConnectionLoss, isMysqlContention } from "./
 export {
   mysqlMigrations, splitMysqlStatements, mysqlSchemaObjectOf, type MysqlSchemaObject, MYSQL_MAX_ID_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_FINGERPRINT_BYTES,
 } from "./migrations.js";
+export { MysqlExecutorStore, type MysqlExecutorStoreOptions } from "./executor-store.js";
+export { mysqlExecutorDialect } from "./executor-dialect.js";
