@@ -1,13 +1,11 @@
-import type { SQL, sql as drizzleSql } from "drizzle-orm";
+import { boundStatement } from "./drizzle-statement.js";
 import type { MySql2Database } from "drizzle-orm/mysql2";
 import { InboxConfigError } from "../core/errors.js";
 import type { SqlExecutor } from "../store/sql/executor-driver.js";
 import type { DataLayerDialect } from "./data-layer-store.js";
 import { drizzleDriverError } from "./drizzle-query-error.js";
-import { lazyModule } from "./lazy-module.js";
 import { mysqlResultOf } from "./mysql-result.js";
 
-const drizzle = lazyModule<{ sql: typeof drizzleSql }>("drizzle-orm", "rabbit-inbox/drizzle");
 
 /** The transaction object a mysql2 Drizzle database hands to `db.transaction()`'s callback. */
 export type MySqlDrizzleTransaction<TSchema extends Record<string, unknown>> = Parameters<Parameters<MySql2Database<TSchema>["transaction"]>[0]>[0];
@@ -52,12 +50,9 @@ export function fromDrizzleMysql<TSchema extends Record<string, unknown>>(db: My
     name: "drizzle",
     transaction: (work) => db.transaction(work),
     async query(text, values, tx) {
-      const { sql } = await drizzle();
       const texts = text.split("?");
       if (texts.length !== values.length + 1) throw new RangeError(`${texts.length - 1} placeholders for ${values.length} values`);
-      const chunks: SQL[] = [sql.raw(texts[0]!)];
-      values.forEach((value, i) => chunks.push(sql`${sql.param(value)}`, sql.raw(texts[i + 1]!)));
-      const result = (await (tx ?? db).execute(sql.join(chunks))) as unknown;
+      const result = (await (tx ?? db).execute(await boundStatement(texts, values))) as unknown;
       return mysqlResultOf(Array.isArray(result) ? result[0] : result);
     },
     driverError: drizzleDriverError,

@@ -1,10 +1,9 @@
-import type { SQL, sql as drizzleSql } from "drizzle-orm";
+import { boundStatement } from "./drizzle-statement.js";
 import type { NodePgDatabase } from "drizzle-orm/node-postgres";
 import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
 import type { PgQueryResult } from "../store/postgres/driver.js";
 import { toPositional } from "./placeholders.js";
-import { lazyModule } from "./lazy-module.js";
 import type { MySql2Database } from "drizzle-orm/mysql2";
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
@@ -13,7 +12,6 @@ import { drizzleDriverError } from "./drizzle-query-error.js";
 
 export { type MySqlDrizzleTransaction, fromDrizzleMysql } from "./drizzle-mysql.js";
 
-const drizzle = lazyModule<{ sql: typeof drizzleSql }>("drizzle-orm", "rabbit-inbox/drizzle");
 
 /** The transaction object `db.transaction()` hands to its callback: what handlers get as `ctx.tx`. */
 export type DrizzleTransaction<TSchema extends Record<string, unknown>> = Parameters<Parameters<NodePgDatabase<TSchema>["transaction"]>[0]>[0];
@@ -29,11 +27,8 @@ export function fromDrizzle<TSchema extends Record<string, unknown>>(db: NodePgD
     name: "drizzle",
     transaction: (work) => db.transaction(work),
     async query(text, values, tx) {
-      const { sql } = await drizzle();
       const { texts, values: ordered } = toPositional(text, values);
-      const chunks: SQL[] = [sql.raw(texts[0]!)];
-      ordered.forEach((value, i) => chunks.push(sql`${sql.param(value)}`, sql.raw(texts[i + 1]!)));
-      const result = (await (tx ?? db).execute(sql.join(chunks))) as Partial<PgQueryResult>;
+      const result = (await (tx ?? db).execute(await boundStatement(texts, ordered))) as Partial<PgQueryResult>;
       const rows = result.rows ?? [];
       return { rows, rowCount: result.rowCount ?? rows.length };
     },

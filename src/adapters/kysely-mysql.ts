@@ -1,9 +1,18 @@
-import type { CompiledQuery, Kysely, Transaction } from "kysely";
+import type { CompiledQuery, Kysely, QueryResult, Transaction } from "kysely";
 import type { SqlExecutor } from "../store/sql/executor-driver.js";
 import type { DataLayerDialect } from "./data-layer-store.js";
 import { lazyModule } from "./lazy-module.js";
 
 const kysely = lazyModule<{ CompiledQuery: typeof CompiledQuery }>("kysely", "rabbit-inbox/kysely");
+
+/**
+ * One of the inbox's statements as a raw compiled query, with plugins bypassed (a
+ * CamelCasePlugin would rename the columns the inbox reads); the handler's `ctx.tx` keeps them.
+ */
+export async function executeRaw<DB>(db: Kysely<DB>, tx: Transaction<DB> | undefined, text: string, values: readonly unknown[]): Promise<QueryResult<Record<string, unknown>>> {
+  const { CompiledQuery } = await kysely();
+  return (tx ?? db).withoutPlugins().executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, [...values]));
+}
 
 /**
  * The database behind a Kysely instance, read from what its query compiler writes: MySQL's
@@ -28,8 +37,7 @@ export function fromKyselyMysql<DB>(db: Kysely<DB>): SqlExecutor<Transaction<DB>
     name: "kysely",
     transaction: (work) => db.transaction().execute(work),
     async query(text, values, tx) {
-      const { CompiledQuery } = await kysely();
-      const result = await (tx ?? db).withoutPlugins().executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, [...values]));
+      const result = await executeRaw(db, tx, text, values);
       if (result.numAffectedRows === undefined) return { rows: result.rows, rowCount: result.rows.length };
       // Kysely reports an OK packet's insert id only when it is not 0.
       return { rows: result.rows, rowCount: Number(result.numAffectedRows), insertId: result.insertId === undefined ? 0 : Number(result.insertId) };

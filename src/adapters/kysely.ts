@@ -1,14 +1,12 @@
-import type { CompiledQuery, Kysely, Transaction } from "kysely";
+import type { Kysely, Transaction } from "kysely";
 import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
-import { lazyModule } from "./lazy-module.js";
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
-import { fromKyselyMysql, kyselyDialectOf } from "./kysely-mysql.js";
+import { executeRaw, fromKyselyMysql, kyselyDialectOf } from "./kysely-mysql.js";
 
 export { fromKyselyMysql } from "./kysely-mysql.js";
 
-const kysely = lazyModule<{ CompiledQuery: typeof CompiledQuery }>("kysely", "rabbit-inbox/kysely");
 
 /**
  * Kysely (0.28, PostgresDialect) as a PostgresExecutor: `db.transaction().execute()` runs each
@@ -21,8 +19,7 @@ export function fromKysely<DB>(db: Kysely<DB>): PostgresExecutor<Transaction<DB>
     name: "kysely",
     transaction: (work) => db.transaction().execute(work),
     async query(text, values, tx) {
-      const { CompiledQuery } = await kysely();
-      const result = await (tx ?? db).withoutPlugins().executeQuery<Record<string, unknown>>(CompiledQuery.raw(text, [...values]));
+      const result = await executeRaw(db, tx, text, values);
       return { rows: result.rows, rowCount: result.numAffectedRows === undefined ? result.rows.length : Number(result.numAffectedRows) };
     },
     // Kysely's PostgresDialect rethrows node-postgres errors as they are.
