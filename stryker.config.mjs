@@ -4,12 +4,16 @@
 export default {
   testRunner: "vitest",
   vitest: { configFile: "vitest.stryker.config.ts" },
-  // The dedup core, the AMQP layer, and SQLite's claim with its stale fence and grants
+  // The dedup core, the AMQP layer, the stores' shared claim guards and transaction lifecycle,
+  // and SQLite's claim with its stale fence and grants
   // (PostgreSQL's and MariaDB's: stryker.stores.config.mjs, `npm run mutate:stores`).
   mutate: [
     "src/core/**/*.ts",
     "src/amqp/**/*.ts",
     "src/store/sqlite/claim.ts",
+    // What every store shares: the claim guards' decisions and the transaction lifecycle.
+    "src/store/sql/claim-guards.ts",
+    "src/store/sql/pooled-driver.ts",
     "!src/**/index.ts",
   ],
   // Only the tests that cover a mutant run against it.
