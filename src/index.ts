@@ -13,6 +13,8 @@ export type { Store, StoreTransaction, InboxClaim, ClaimResult, QuarantineRecord
 export type { OutboxRecord, OutboxSource } from "./core/store.js";
 export type { Migration } from "./store/migration.js";
 export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts, type PartitionOptions } from "./amqp/inbox-consumer.js";
+export type { ConsumerHealth, RelayHealth } from "./observability/health.js";
+export type { MetricsOptions } from "./observability/inbox-metrics.js";
 export { type BrokerUrls, BrokerConnector, type BrokerLink, brokerUrlList, brokerNodeLabel } from "./amqp/broker-connection.js";
 export { assignPartitions } from "./amqp/partition-assignment.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";

@@ -1,6 +1,7 @@
 import { describeError } from "../core/errors.js";
 import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
+import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
 import type { Outcome, OutcomeKind } from "../core/outcome.js";
 import { backoffDelay, sleep } from "../core/retry-policy.js";
 import type { DeliveryRepublisher } from "./delivery-republisher.js";
@@ -18,6 +19,7 @@ export interface DeliverySettlerOptions {
   isRunning: () => boolean;
   hook: PipelineHook | undefined;
   onOutcome: ((outcome: Outcome, timing: { latencyMs: number }) => void) | undefined;
+  metrics: ConsumerMetrics;
 }
 
 /** Pauses before a requeue never grow past this (unless requeueDelayMs itself is longer). */
@@ -30,6 +32,8 @@ const MAX_REQUEUE_DELAY_MS = 30_000;
  */
 export class DeliverySettler {
   readonly counts: OutcomeCounts = { applied: 0, duplicate: 0, quarantined: 0, delayed: 0, requeue: 0 };
+  /** When a settled batch last held a delivery whose transaction committed. */
+  lastCommitAt: Date | null = null;
   /** Batches in a row that gave deliveries back: the pause before the next nack grows with it. */
   private requeueStreak = 0;
   /** Acks waiting for the end of this event-loop turn, per channel (see ack). */
@@ -82,6 +86,8 @@ export class DeliverySettler {
       this.counts[o.kind]++;
       onOutcome?.(o, { latencyMs: now - batch[i]!.receivedAt });
     });
+    this.options.metrics.settled(batch, outcomes, now);
+    if (outcomes.some((o) => o.kind === "applied" || o.kind === "duplicate" || o.kind === "quarantined")) this.lastCommitAt = new Date();
     this.logSettled(batch, outcomes);
     if (hook) {
       const acked = outcomes.flatMap((o) => (o.kind !== "requeue" ? [o.key] : []));

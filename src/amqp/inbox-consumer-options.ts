@@ -7,6 +7,7 @@ import type { Logger } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import type { PipelineOptions } from "../core/pipeline.js";
 import type { Store } from "../core/store.js";
+import type { MetricsOptions } from "../observability/inbox-metrics.js";
 import type { BrokerUrls } from "./broker-connection.js";
 import { PartitionMembership } from "./partition-membership.js";
 
@@ -92,6 +93,11 @@ export interface InboxConsumerOptions<E, Tx> {
    * this process to its settlement (for metrics).
    */
   onOutcome?: (outcome: Outcome, timing: { latencyMs: number }) => void;
+  /**
+   * Prometheus metrics on the application's prom-client registry (see docs/observability.md).
+   * Default: none, and prom-client is never loaded.
+   */
+  metrics?: MetricsOptions;
 }
 
 /**

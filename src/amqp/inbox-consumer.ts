@@ -3,6 +3,9 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
+import type { ConsumerHealth } from "../observability/health.js";
+import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
+import { consumerMetricsFor } from "../observability/metrics-for.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import { BatchScheduler } from "./batch-scheduler.js";
 import { BrokerConnector } from "./broker-connection.js";
@@ -21,6 +24,7 @@ import { partitionQueueName } from "./topology.js";
 
 export type { InboxConsumerOptions, PartitionOptions } from "./inbox-consumer-options.js";
 export type { OutcomeCounts } from "./delivery-settler.js";
+export type { ConsumerHealth } from "../observability/health.js";
 
 /**
  * Consumes a queue (or the partitions of a partitioned queue) through the inbox pipeline: manual
@@ -39,6 +43,7 @@ export class InboxConsumer<E, Tx> {
   private readonly membership: PartitionMembership | undefined;
   private readonly batches: BatchScheduler;
   private readonly settler: DeliverySettler;
+  private readonly metrics: ConsumerMetrics;
   /** By queue name, on the current session: the work queue, or the partitions this replica holds. */
   private consumers = new Map<string, QueueConsumer>();
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
@@ -54,6 +59,10 @@ export class InboxConsumer<E, Tx> {
     this.settings = consumerSettings(options);
     this.options = options;
     const logger = this.logger = options.logger ?? createJsonLogger();
+    this.metrics = consumerMetricsFor(options.metrics, {
+      queue: options.queue, handler: options.handler.name, store: options.store, partitioned: options.partitions !== undefined,
+      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length,
+    });
     this.pipeline = new InboxPipeline({
       store: options.store, handler: options.handler, logger,
       ...(options.retry ? { retry: options.retry } : {}),
@@ -62,6 +71,7 @@ export class InboxConsumer<E, Tx> {
       ...(options.staleFence ? { staleFence: options.staleFence } : {}),
       ...(options.hook ? { hook: options.hook } : {}),
       ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
+      metrics: this.metrics,
       canDelayRetry: (delivery) => retryAttemptOf(delivery.headers, delivery.queue) < this.settings.retryDelays.length,
     });
     const connector = new BrokerConnector(options.url, {
@@ -104,7 +114,7 @@ export class InboxConsumer<E, Tx> {
       republisher: new DeliveryRepublisher({
         handlerName: this.pipeline.handlerName, quarantineQueue: this.settings.quarantineQueue, retryDelays: this.settings.retryDelays, logger,
       }),
-      isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome,
+      isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome, metrics: this.metrics,
     });
     this.stopped = new Promise<void>((resolve, reject) => {
       this.settleStopped = (error) => (error === undefined ? resolve() : reject(error instanceof Error ? error : new Error(describeError(error))));
@@ -123,6 +133,18 @@ export class InboxConsumer<E, Tx> {
   get heldPartitions(): number[] {
     if (!this.options.partitions || !this.broker.session) return [];
     return [...this.consumers.keys()].map(partitionOf).sort((a, b) => a - b);
+  }
+
+  /** Connection, consumption and last commit, for a readiness probe or a status page. */
+  health(): ConsumerHealth {
+    const session = this.broker.session;
+    const running = this.state === "running" && session !== undefined;
+    const subscribed = this.options.partitions ? this.membership?.attached === true : [...this.consumers.values()].some((c) => c.open && c.session === session);
+    return {
+      state: this.state, connected: session !== undefined, node: session?.node ?? null, consuming: running && subscribed,
+      lastCommitAt: this.settler.lastCommitAt, outcomes: { ...this.settler.counts },
+      ...(this.options.partitions ? { partitionsHeld: this.heldPartitions } : {}),
+    };
   }
 
   /**
@@ -185,6 +207,7 @@ export class InboxConsumer<E, Tx> {
     } else if (open) {
       for (const consumer of this.consumers.values()) await consumer.cancel(this.logger);
     }
+    this.metrics.close();
     this.batches.flush();
     await this.batches.whenIdle();
     this.settler.flushAcks();
@@ -232,6 +255,7 @@ export class InboxConsumer<E, Tx> {
   /** Consumes the work queue on a session that now counts, or joins the replicas that split the partitions. */
   private async startConsuming(session: BrokerSession): Promise<void> {
     this.consumers = new Map();
+    this.metrics.connected(session.node);
     if (this.membership) {
       await this.membership.attach(session.connection);
       this.scheduleRebalance();

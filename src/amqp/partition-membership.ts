@@ -41,6 +41,11 @@ export class PartitionMembership {
     return this.options.memberId;
   }
 
+  /** Announcing and listening on a connection now. */
+  get attached(): boolean {
+    return this.channel !== undefined;
+  }
+
   /** Every member this replica knows of, itself included, sorted. */
   members(): string[] {
     return [this.options.memberId, ...this.lastHeard.keys()].sort();

@@ -16,6 +16,7 @@ import { transactionOrRollBack } from "./rollback.js";
 import type { Store } from "./store.js";
 import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
 import type { StaleFenceOptions } from "../retention/event-time.js";
+import { type TransactionMetrics, noConsumerMetrics } from "../observability/inbox-metrics.js";
 
 export type { IncomingMessage } from "./incoming-message.js";
 
@@ -49,6 +50,8 @@ export interface PipelineOptions<E, Tx> {
    * body field. Default: the AMQP timestamp only; an event without one is never stale.
    */
   staleFence?: StaleFenceOptions;
+  /** Told of each commit's duration and each in-process retry. Default: nothing. */
+  metrics?: TransactionMetrics;
 }
 
 export const DEFAULT_MAX_DELIVERIES = 10;
@@ -78,6 +81,7 @@ export class InboxPipeline<E, Tx> {
   private readonly staleFence: StaleFenceOptions | undefined;
   private readonly records: OutcomeRecords;
   private readonly attempt: AttemptContext<E, Tx>;
+  private readonly metrics: TransactionMetrics;
   /** False once the store showed it has no `countRedelivery`: then only `x-delivery-count` counts. */
   private countsRedeliveries = true;
   /** Results of prepareAhead, taken by process. */
@@ -101,6 +105,7 @@ export class InboxPipeline<E, Tx> {
     this.hook = options.hook;
     this.canDelayRetry = options.canDelayRetry;
     this.staleFence = options.staleFence;
+    this.metrics = options.metrics ?? noConsumerMetrics;
     this.records = new OutcomeRecords(this.handlerName, this.logger, options.quarantineBodyCap ?? DEFAULT_QUARANTINE_BODY_CAP);
     this.attempt = {
       handlerName: this.handlerName, handler, store: this.store, records: this.records,
@@ -178,6 +183,7 @@ export class InboxPipeline<E, Tx> {
     let attempt = 1;
     for (;;) {
       try {
+        const began = performance.now();
         const result = await transactionOrRollBack(
           this.store,
           (tx) => runAttempt(this.attempt, tx, messages, prepared, setAsideSoFar),
@@ -188,6 +194,7 @@ export class InboxPipeline<E, Tx> {
           continue;
         }
         const outcomes = result.commit;
+        this.metrics.transactionCommitted((performance.now() - began) / 1000);
         if (this.hook) await this.hook("after-commit", hookKeys);
         if (this.store.resendOutbox && outcomes.some((o) => o.kind === "duplicate")) await this.resendPendingOutbox(outcomes);
         return outcomes;
@@ -209,6 +216,7 @@ export class InboxPipeline<E, Tx> {
               handler: this.handlerName, attempt, delayMs: delay, messages: prepared.length,
               errorKind: kind, error: describeError(error),
             });
+            this.metrics.transactionRetried(kind);
             await sleep(delay);
             attempt++;
             continue;

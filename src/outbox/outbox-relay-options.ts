@@ -1,6 +1,7 @@
 import type { ConfirmChannel } from "amqplib";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Logger } from "../core/logger.js";
+import type { MetricsOptions } from "../observability/inbox-metrics.js";
 import type { OutboxRelayStore, OutboxRow } from "./outbox-store.js";
 
 /** Where a test or a drill can stop a relay: `after-confirm` = published and confirmed, not yet marked sent. */
@@ -56,6 +57,11 @@ export interface OutboxRelayOptions {
   hook?: RelayHook;
   /** Called for each row the broker confirmed (metrics). */
   onPublished?: (row: OutboxRow) => void;
+  /**
+   * Prometheus metrics on the application's prom-client registry (see docs/observability.md).
+   * Default: none, and prom-client is never loaded.
+   */
+  metrics?: MetricsOptions;
   /** Names the relay in the broker's connection list and in leases. Default `<host>:<pid>:<random>`. */
   name?: string;
 }

@@ -5,6 +5,12 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
 import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import { createJsonLogger } from "../core/logger.js";
+import type { RelayHealth } from "../observability/health.js";
+import { DEFAULT_SAMPLE_INTERVAL_MS, type RelayMetrics } from "../observability/inbox-metrics.js";
+import { relayMetricsFor } from "../observability/metrics-for.js";
+import { oldestPendingAgeSeconds } from "../observability/prom-relay-metrics.js";
+import { RateLimitedSample } from "../observability/rate-limited-sample.js";
+import { type OutboxBacklog, hasOperations } from "../store/operations.js";
 import { OutboxNotifications } from "./outbox-notifications.js";
 import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
@@ -12,6 +18,7 @@ import { RelaySession } from "./relay-session.js";
 import { Wakeup } from "./wakeup.js";
 
 export type { OutboxRelayOptions, RelayFaultPoint, RelayHook, RelayRound } from "./outbox-relay-options.js";
+export type { RelayHealth } from "../observability/health.js";
 
 /** Failed attempts after which a row's failures are logged at error level: it needs a person. */
 const ATTEMPTS_BEFORE_ALARM = 10;
@@ -51,6 +58,10 @@ export class OutboxRelay {
   private stopping: Promise<void> | undefined;
   private starting: Promise<void> | undefined;
   private totals = { published: 0, failed: 0 };
+  private readonly metrics: RelayMetrics;
+  /** The outbox backlog for health() and the gauges, read at most once per sample interval. */
+  private readonly backlog: RateLimitedSample<OutboxBacklog> | undefined;
+  private lastPublishAt: Date | null = null;
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
@@ -69,7 +80,11 @@ export class OutboxRelay {
     this.broker = new RelaySession({
       connector: new BrokerConnector(options.url, { connectionName: `rabbit-inbox outbox relay ${this.name}` }),
       relayName: this.name, publishTimeoutMs: this.publishTimeoutMs, reconnect: reconnectPolicy(options), logger: this.logger, topology: options.topology,
+      onRestored: () => this.metrics.reconnected(),
     });
+    const store = this.store;
+    this.backlog = hasOperations(store) ? new RateLimitedSample(() => store.operations().outboxBacklog(), options.metrics?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS) : undefined;
+    this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) });
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
     this.notifications = new OutboxNotifications({
       store: this.store, relayName: this.name, logger: this.logger, backoff: reconnectPolicy(options),
@@ -80,6 +95,15 @@ export class OutboxRelay {
   /** Rows confirmed and rows failed since start. */
   get counts(): Readonly<{ published: number; failed: number }> {
     return this.totals;
+  }
+
+  /** Connection, last confirmed publish and the outbox backlog, for a readiness probe or a status page. */
+  async health(): Promise<RelayHealth> {
+    const backlog = await this.backlog?.get().catch(() => undefined);
+    return {
+      state: this.state, connected: this.broker.isOpen, node: this.broker.node ?? null, lastPublishAt: this.lastPublishAt,
+      backlog: backlog ? { pending: backlog.pending, oldestPendingAgeSeconds: oldestPendingAgeSeconds(backlog) } : null, counts: { ...this.totals },
+    };
   }
 
   /**
@@ -133,6 +157,7 @@ export class OutboxRelay {
     await this.notifications.close();
     await this.broker.close();
     this.state = "stopped";
+    this.metrics.close();
     this.logger.flush();
     this.logger.info("outbox relay stopped", { relay: this.name, ...this.totals });
   }
@@ -192,6 +217,8 @@ export class OutboxRelay {
         await this.broker.publish(row);
         sent.push(row);
         this.totals.published++;
+        this.metrics.published();
+        this.lastPublishAt = new Date();
         this.options.onPublished?.(row);
         return true;
       } catch (error) {
@@ -199,6 +226,7 @@ export class OutboxRelay {
         failed.push({ id: row.id, error: text.slice(0, 2000), retryDelayMs: this.retryDelay(row.attempts + 1) });
         failures.push({ row, error: text });
         this.totals.failed++;
+        this.metrics.publishFailed();
         return false;
       }
     };

@@ -19,6 +19,8 @@ export interface RelaySessionOptions {
   logger: Logger;
   /** Declares what the relay publishes to, on every new connection. */
   topology: ((channel: ConfirmChannel) => Promise<void>) | undefined;
+  /** A new session replaced a lost one. */
+  onRestored?: () => void;
 }
 
 /**
@@ -39,6 +41,7 @@ export class RelaySession {
           if (reconnecting) logger.warn("outbox relay lost its broker session; reconnecting", { what, node: session.node, reason: session.closeReason });
         },
         restored: (session, attempt) => {
+          options.onRestored?.();
           // A reconnect at the first attempt is routine; one after failures ends an outage.
           if (attempt > 1) logger.info("outbox relay reconnected to the broker", { relay, node: session.node, attempt });
         },

@@ -1,0 +1,35 @@
+import type { OutcomeCounts } from "../amqp/delivery-settler.js";
+
+/** A consumer's state for a readiness probe or a status page: a plain object, cheap to read. */
+export interface ConsumerHealth {
+  state: "idle" | "running" | "stopping" | "stopped";
+  /** A broker session is open. */
+  connected: boolean;
+  /** The node of that session, `host:port`; null without one. */
+  node: string | null;
+  /**
+   * Running, connected, and subscribed: to its work queue, or (partitioned) among the replicas
+   * sharing the partitions, even while it holds none.
+   */
+  consuming: boolean;
+  /** When a batch last committed (applied, duplicate or quarantined deliveries); null before. */
+  lastCommitAt: Date | null;
+  /** Partitioned consumption: the partitions held now. */
+  partitionsHeld?: number[];
+  outcomes: Readonly<OutcomeCounts>;
+}
+
+/** The outbox relay's state. */
+export interface RelayHealth {
+  state: "idle" | "running" | "stopping" | "stopped";
+  connected: boolean;
+  node: string | null;
+  /** When the broker last confirmed a row; null before. */
+  lastPublishAt: Date | null;
+  /**
+   * What waits in the outbox, read at most once per the metrics' sample interval (15 s by
+   * default) whatever the number of calls; null when the store cannot tell or the read failed.
+   */
+  backlog: { pending: number; oldestPendingAgeSeconds: number } | null;
+  counts: Readonly<{ published: number; failed: number }>;
+}
