@@ -30,7 +30,7 @@ const sourcesOf = new WeakMap<Gauge<string>, Set<GaugeSource<string>>>();
 /**
  * A gauge read on scrape: each source (one per consumer or relay) sets its own label values,
  * after the gauge forgot the previous scrape's (a stopped consumer's series disappear). Returns
- * the function that removes the source.
+ * the function that removes the source, and the gauge with its last source.
  */
 export function scrapedGauge<L extends string>(
   registry: Registry, name: string, help: string, labelNames: readonly L[], source: GaugeSource<L>,
@@ -51,5 +51,9 @@ export function scrapedGauge<L extends string>(
   }
   const own = source as GaugeSource<string>;
   sources.add(own);
-  return () => { sources.delete(own); };
+  return () => {
+    sources.delete(own);
+    // The last source gone, the gauge goes too: a gauge without labels would read 0 otherwise.
+    if (sources.size === 0 && registry.getSingleMetric(name) === gauge) registry.removeSingleMetric(name);
+  };
 }
