@@ -19,12 +19,16 @@
  *                       whose transient failures outlived the in-process retries waits in
  *                       `<LEDGER_QUEUE>.retry.<n>` for each in turn, and is quarantined after the last
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
+ *   LEDGER_METRICS_PORT serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port,
+ *                       printed at start); unset: no server, and prom-client is not loaded
+ *   LEDGER_METRICS_HOST the address it listens on, default 127.0.0.1
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
 import {
   InboxConsumer, InboxError, OutboxRelay, createJsonLogger, describeAmqpConnectError, describeError, faultInjection, parseFaultSpec, redactSecrets,
 } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
+import { startMetricsServer, withinMs } from "./metrics-server.js";
 
 const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
 
@@ -63,6 +67,15 @@ function positiveIntList(name: string): number[] | undefined {
   });
 }
 
+/** LEDGER_METRICS_PORT: a TCP port (0 = any free one); unset or empty: undefined. */
+function metricsPort(): number | undefined {
+  const text = process.env.LEDGER_METRICS_PORT;
+  if (text === undefined || text.trim() === "") return undefined;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 0 || value > 65535) throw new Error(`LEDGER_METRICS_PORT must be a port from 0 to 65535, got ${JSON.stringify(text)}`);
+  return value;
+}
+
 async function main(): Promise<void> {
   const logger = createJsonLogger({ name: "ledger" });
   const queue = process.env.LEDGER_QUEUE || "ledger.events";
@@ -78,6 +91,11 @@ async function main(): Promise<void> {
   const queueType = process.env.LEDGER_QUEUE_TYPE || (partitions ? "quorum" : "classic");
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
 
+  const port = metricsPort();
+  // Loaded only when asked for: a ledger without metrics never loads prom-client.
+  const registry = port === undefined ? undefined : new (await import("prom-client")).Registry();
+  const metrics = registry ? { metrics: { registry } } : {};
+
   const balanceChangedExchange = `${queue}.balance-changed`;
   const databaseUrl = process.env.DATABASE_URL;
   const db = await step(`database (DATABASE_URL=${redactSecrets(databaseUrl || "./data/ledger.sqlite")})`,
@@ -90,7 +108,7 @@ async function main(): Promise<void> {
       url: amqpUrl, store: db.outbox, logger,
       topology: async (channel) => { await channel.assertExchange(balanceChangedExchange, "fanout", { durable: true }); },
       // Unroutable (nobody bound yet) or refused messages are retried soon, and never dropped.
-      retryBaseDelayMs: 250, retryMaxDelayMs: 5000,
+      retryBaseDelayMs: 250, retryMaxDelayMs: 5000, ...metrics,
     })
     : undefined;
   if (!relay) logger.warn("this database has no transactional outbox yet: balance.changed is not published", { database: db.description });
@@ -99,8 +117,24 @@ async function main(): Promise<void> {
     ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : partitions ? { queueArguments: { "x-queue-type": "classic" } } : {}),
     ...(partitions ? { partitions: { count: partitions } } : {}),
     ...(fault ? { hook: faultInjection(fault) } : {}),
-    ...(retryDelaysMs ? { retryDelaysMs } : {}),
+    ...(retryDelaysMs ? { retryDelaysMs } : {}), ...metrics,
   });
+  if (registry && port !== undefined) {
+    const host = process.env.LEDGER_METRICS_HOST || "127.0.0.1";
+    const server = await step(`metrics server (LEDGER_METRICS_HOST=${host} LEDGER_METRICS_PORT=${port})`, () => startMetricsServer({
+      host, port, registry,
+      ready: async () => {
+        const consumerHealth = consumer.health();
+        const relayConnected = relay ? (await relay.health()).connected : true;
+        const database = await withinMs(2000, () => db.store.transaction(() => Promise.resolve()));
+        return {
+          ready: consumerHealth.connected && consumerHealth.consuming && relayConnected && database,
+          detail: { broker: consumerHealth.connected, consuming: consumerHealth.consuming, relay: relayConnected, database },
+        };
+      },
+    }));
+    console.log(`ledger: metrics on ${server.url}/metrics (also /healthz, /readyz)`);
+  }
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;

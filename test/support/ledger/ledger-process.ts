@@ -31,6 +31,8 @@ export interface LedgerProcessOptions {
    * consumer's `batch settled` debug lines.
    */
   logLevel?: "debug" | "info" | "warn" | "error";
+  /** LEDGER_METRICS_PORT (0: any free port; the process prints the one it took). */
+  metricsPort?: number;
   /** A name for error messages. */
   label?: string;
   /** Default 30 s (a cold tsx start on a busy 2-core machine takes a few seconds). */
@@ -102,7 +104,7 @@ export class LedgerProcess {
   /** Spawns the service and waits for its `ledger: consuming` line. */
   static async start(options: LedgerProcessOptions): Promise<LedgerProcess> {
     const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_PARTITIONS", "LEDGER_RETRY_DELAYS_MS", "NODE_OPTIONS"]) delete env[name];
+    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_PARTITIONS", "LEDGER_RETRY_DELAYS_MS", "LEDGER_METRICS_PORT", "LEDGER_METRICS_HOST", "NODE_OPTIONS"]) delete env[name];
     Object.assign(env, {
       AMQP_URL: options.amqpUrl ?? amqpUrlFromEnv(),
       DATABASE_URL: options.databaseUrl,
@@ -114,6 +116,7 @@ export class LedgerProcess {
       ...(options.queueType ? { LEDGER_QUEUE_TYPE: options.queueType } : {}),
       ...(options.partitions ? { LEDGER_PARTITIONS: String(options.partitions) } : {}),
       ...(options.retryDelaysMs ? { LEDGER_RETRY_DELAYS_MS: options.retryDelaysMs.join(",") } : {}),
+      ...(options.metricsPort !== undefined ? { LEDGER_METRICS_PORT: String(options.metricsPort) } : {}),
     });
     const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],
@@ -129,6 +132,11 @@ export class LedgerProcess {
       throw error;
     }
     return p;
+  }
+
+  /** The base URL of the metrics server, from the line the process printed at start (LEDGER_METRICS_PORT set). */
+  get metricsUrl(): string | undefined {
+    return /^ledger: metrics on (\S+)\/metrics/.exec(this.stdout.find((l) => l.startsWith("ledger: metrics on ")) ?? "")?.[1];
   }
 
   get pid(): number | undefined {
