@@ -3,6 +3,7 @@
  * histograms and scraped gauges on a real Registry (read back through the text format), two
  * consumers sharing one registry, and the rate limit of the gauges that cost a query.
  */
+import { readFileSync } from "node:fs";
 import { Registry } from "prom-client";
 import { describe, expect, it, vi } from "vitest";
 import type { Outcome } from "../../src/index.js";
@@ -141,6 +142,23 @@ describe("the metrics seam", () => {
     expect(sampleValue(s, "rabbit_inbox_outbox_pending")).toBe(4);
     expect(sampleValue(s, "rabbit_inbox_outbox_oldest_pending_age_seconds")).toBe(90);
     expect(sampleValue(s, "rabbit_inbox_broker_connected", { role: "relay", node: "127.0.0.1:5672" })).toBe(1);
+  });
+});
+
+describe("the metrics' documentation", () => {
+  it("names every metric the library registers, and the dashboard queries no other", () => {
+    const registry = new Registry();
+    promConsumerMetrics({ registry }, { queue: "q", handler: "h", node: () => "n", partitionsHeld: () => 0, quarantineCounts: () => Promise.resolve([]) });
+    promRelayMetrics({ registry }, { node: () => "n", backlog: () => Promise.reject(new Error("unused")) });
+    const registered = new Set(registry.getMetricsAsArray().map((m) => m.name));
+    expect(registered.size).toBe(15);
+    const namesIn = (text: string) => new Set([...text.matchAll(/rabbit_inbox_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, "")));
+    const docs = namesIn(readFileSync(new URL("../../docs/observability.md", import.meta.url), "utf8"));
+    const dashboard = namesIn(readFileSync(new URL("../../docs/grafana/rabbit-inbox.json", import.meta.url), "utf8"));
+    expect([...registered].filter((name) => !docs.has(name))).toEqual([]);
+    expect([...docs].filter((name) => !registered.has(name))).toEqual([]);
+    expect([...dashboard].filter((name) => !registered.has(name))).toEqual([]);
+    expect(dashboard.size).toBeGreaterThanOrEqual(14);
   });
 });
 
