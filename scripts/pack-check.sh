@@ -36,10 +36,10 @@ echo "pack-check: installing $tarball_name into an empty project"
 (cd "$app" && npm install --no-audit --no-fund --loglevel=error "$tarball" >/dev/null) || fail "npm install of the tarball failed"
 installed="$app/node_modules/rabbit-inbox"
 
-# Every subpath in "exports", imported by its public name. The optional drivers (pg, mysql2,
-# better-sqlite3, kysely, knex, drizzle-orm, @prisma/client) are not installed here: an import
+# Every subpath in "exports", imported by its public name. The optional peers (pg, mysql2,
+# better-sqlite3, kysely, knex, drizzle-orm, @prisma/client, prom-client) are not installed here: an import
 # must not need them.
-for driver in pg mysql2 better-sqlite3 kysely knex drizzle-orm @prisma/client; do
+for driver in pg mysql2 better-sqlite3 kysely knex drizzle-orm @prisma/client prom-client; do
   [ ! -e "$app/node_modules/$driver" ] || fail "optional peer $driver got installed; the import check would prove nothing"
 done
 cat >"$app/import-all.mjs" <<'JS'

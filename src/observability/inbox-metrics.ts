@@ -1,5 +1,15 @@
-import type { Registry } from "prom-client";
 import type { Outcome } from "../core/outcome.js";
+
+/**
+ * A prom-client `Registry` (15.x), as far as these types need to know it: the library's public
+ * types do not import prom-client, so an application without it compiles without it.
+ */
+export interface MetricsRegistry {
+  getSingleMetric(name: string): unknown;
+  removeSingleMetric(name: string): void;
+  registerMetric(metric: never): void;
+  metrics(): Promise<string>;
+}
 
 /**
  * Where the consumer and the relay export their metrics: a prom-client Registry the
@@ -7,7 +17,7 @@ import type { Outcome } from "../core/outcome.js";
  * never loaded.
  */
 export interface MetricsOptions {
-  registry: Registry;
+  registry: MetricsRegistry;
   /**
    * The gauges that cost a database query (outbox backlog, quarantine held) run it at most once
    * per this interval, however often Prometheus scrapes; in between a scrape gets the last value.

@@ -1,4 +1,5 @@
 import type { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { MetricsRegistry } from "./inbox-metrics.js";
 import { loadPromClient } from "./load-prom-client.js";
 
 /**
@@ -6,7 +7,8 @@ import { loadPromClient } from "./load-prom-client.js";
  * relay) of one process register on the same registry, each under its own label values.
  */
 
-export function sharedCounter<L extends string>(registry: Registry, name: string, help: string, labelNames: readonly L[]): Counter<L> {
+export function sharedCounter<L extends string>(given: MetricsRegistry, name: string, help: string, labelNames: readonly L[]): Counter<L> {
+  const registry = given as Registry;
   const existing = registry.getSingleMetric(name);
   if (existing) return existing as Counter<L>;
   const { Counter } = loadPromClient();
@@ -14,8 +16,9 @@ export function sharedCounter<L extends string>(registry: Registry, name: string
 }
 
 export function sharedHistogram<L extends string>(
-  registry: Registry, name: string, help: string, labelNames: readonly L[], buckets: number[],
+  given: MetricsRegistry, name: string, help: string, labelNames: readonly L[], buckets: number[],
 ): Histogram<L> {
+  const registry = given as Registry;
   const existing = registry.getSingleMetric(name);
   if (existing) return existing as Histogram<L>;
   const { Histogram } = loadPromClient();
@@ -33,8 +36,9 @@ const sourcesOf = new WeakMap<Gauge<string>, Set<GaugeSource<string>>>();
  * the function that removes the source, and the gauge with its last source.
  */
 export function scrapedGauge<L extends string>(
-  registry: Registry, name: string, help: string, labelNames: readonly L[], source: GaugeSource<L>,
+  given: MetricsRegistry, name: string, help: string, labelNames: readonly L[], source: GaugeSource<L>,
 ): () => void {
+  const registry = given as Registry;
   let gauge = registry.getSingleMetric(name) as Gauge<L> | undefined;
   let sources = gauge ? sourcesOf.get(gauge) : undefined;
   if (!gauge || !sources) {
