@@ -166,6 +166,7 @@ export class InboxConsumer<E, Tx> {
       await this.rebalancing;
     } catch (error) {
       this.state = "stopped";
+      this.metrics.close();
       this.settleStopped(error);
       throw error;
     }
@@ -188,6 +189,7 @@ export class InboxConsumer<E, Tx> {
   stop(): Promise<void> {
     if (this.state === "stopped" || this.state === "idle") {
       if (this.state === "idle") this.settleStopped();
+      this.metrics.close();
       this.state = "stopped";
       return this.stopping ?? Promise.resolve();
     }

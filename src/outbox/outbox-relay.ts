@@ -118,6 +118,7 @@ export class OutboxRelay {
       await this.starting;
     } catch (error) {
       this.state = "stopped";
+      this.metrics.close();
       throw error;
     }
     this.logger.info("outbox relay started", { relay: this.name, store: this.store.dialect, listening: this.notifications.listening, node: this.broker.node });
@@ -140,7 +141,7 @@ export class OutboxRelay {
    * the broker is reachable, then closes the subscription and the connection. Idempotent.
    */
   stop(): Promise<void> {
-    if (this.state === "idle") { this.state = "stopped"; return Promise.resolve(); }
+    if (this.state === "idle") { this.state = "stopped"; this.metrics.close(); return Promise.resolve(); }
     this.stopping ??= this.shutdown();
     return this.stopping;
   }

@@ -6,7 +6,8 @@
 import { readFileSync } from "node:fs";
 import { Registry } from "prom-client";
 import { describe, expect, it, vi } from "vitest";
-import type { Outcome } from "../../src/index.js";
+import { InboxConsumer, type Outcome, OutboxRelay, silentLogger } from "../../src/index.js";
+import { MemoryStore } from "../support/memory-store.js";
 import { noConsumerMetrics, noRelayMetrics } from "../../src/observability/inbox-metrics.js";
 import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
 import { promConsumerMetrics } from "../../src/observability/prom-consumer-metrics.js";
@@ -142,6 +143,24 @@ describe("the metrics seam", () => {
     expect(sampleValue(s, "rabbit_inbox_outbox_pending")).toBe(4);
     expect(sampleValue(s, "rabbit_inbox_outbox_oldest_pending_age_seconds")).toBe(90);
     expect(sampleValue(s, "rabbit_inbox_broker_connected", { role: "relay", node: "127.0.0.1:5672" })).toBe(1);
+  });
+});
+
+describe("a consumer or relay that never ran", () => {
+  it("takes its gauges off the registry when its start fails, or when it is stopped before starting", async () => {
+    const registry = new Registry();
+    const url = "amqp://127.0.0.1:1";
+    const consumer = new InboxConsumer({ url, queue: "q", store: new MemoryStore(), handler: { name: "h", handle: () => Promise.resolve() }, logger: silentLogger, metrics: { registry } });
+    const store = Object.assign(new MemoryStore(), { claimOutbox: () => Promise.resolve(null) });
+    const relay = new OutboxRelay({ url, store: store as never, logger: silentLogger, metrics: { registry } });
+    expect(registry.getSingleMetric("rabbit_inbox_broker_connected")).toBeDefined();
+    await expect(consumer.start()).rejects.toThrow();
+    expect(registry.getSingleMetric("rabbit_inbox_broker_connected")).toBeDefined(); // the relay's is still there
+    await relay.stop();
+    expect(registry.getSingleMetric("rabbit_inbox_broker_connected")).toBeUndefined();
+    // Counters stay: what was counted stays counted.
+    expect(registry.getSingleMetric("rabbit_inbox_messages_total")).toBeDefined();
+    await consumer.stop();
   });
 });
 
