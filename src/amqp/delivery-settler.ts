@@ -1,9 +1,9 @@
 import { describeError } from "../core/errors.js";
 import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
-import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
 import type { Outcome, OutcomeKind } from "../core/outcome.js";
 import { backoffDelay, sleep } from "../core/retry-policy.js";
+import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
 import type { DeliveryRepublisher } from "./delivery-republisher.js";
 import type { Delivery, QueueConsumer } from "./queue-consumer.js";
 

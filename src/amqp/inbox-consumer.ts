@@ -3,10 +3,10 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
+import { reconnectPolicy } from "../core/retry-policy.js";
 import type { ConsumerHealth } from "../observability/health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
 import { consumerMetricsFor } from "../observability/metrics-for.js";
-import { reconnectPolicy } from "../core/retry-policy.js";
 import { BatchScheduler } from "./batch-scheduler.js";
 import { BrokerConnector } from "./broker-connection.js";
 import { partitionOf, prepareConsumerTopology } from "./consumer-topology.js";
@@ -60,7 +60,7 @@ export class InboxConsumer<E, Tx> {
     this.options = options;
     const logger = this.logger = options.logger ?? createJsonLogger();
     this.metrics = consumerMetricsFor(options.metrics, {
-      queue: options.queue, handler: options.handler.name, store: options.store, partitioned: options.partitions !== undefined,
+      queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
       node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length,
     });
     this.pipeline = new InboxPipeline({

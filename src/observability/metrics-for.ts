@@ -7,13 +7,15 @@ import { promRelayMetrics, type RelayGaugeSources } from "./prom-relay-metrics.j
 /** The consumer's metrics: the no-op set without a registry. */
 export function consumerMetricsFor(
   options: MetricsOptions | undefined,
-  consumer: { queue: string; handler: string; store: object; partitioned: boolean; node: () => string | undefined; partitionsHeld: () => number },
+  consumer: { queue: string; handler: { name?: unknown } | undefined; store: object; partitioned: boolean; node: () => string | undefined; partitionsHeld: () => number },
 ): ConsumerMetrics {
-  if (!options) return noConsumerMetrics;
+  const handler = consumer.handler?.name;
+  // Without a handler name the pipeline refuses the configuration right after: register nothing.
+  if (!options || typeof handler !== "string" || handler === "") return noConsumerMetrics;
   const { store } = consumer;
   const operations = hasOperations(store) ? store.operations() : undefined;
   return promConsumerMetrics(options, {
-    queue: consumer.queue, handler: consumer.handler, node: consumer.node,
+    queue: consumer.queue, handler, node: consumer.node,
     ...(consumer.partitioned ? { partitionsHeld: consumer.partitionsHeld } : {}),
     ...(operations ? { quarantineCounts: () => operations.quarantineCounts() } : {}),
   });

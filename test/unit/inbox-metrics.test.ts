@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { Registry } from "prom-client";
 import { describe, expect, it, vi } from "vitest";
-import { InboxConsumer, type Outcome, OutboxRelay, silentLogger } from "../../src/index.js";
+import { InboxConfigError, InboxConsumer, type Outcome, OutboxRelay, silentLogger } from "../../src/index.js";
 import { MemoryStore } from "../support/memory-store.js";
 import { noConsumerMetrics, noRelayMetrics } from "../../src/observability/inbox-metrics.js";
 import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
@@ -30,7 +30,7 @@ async function scrape(registry: Registry) {
 describe("the metrics seam", () => {
   it("is the no-op set without a registry, and registers nothing anywhere", () => {
     const registry = new Registry();
-    expect(consumerMetricsFor(undefined, { queue: "q", handler: "h", store: {}, partitioned: true, node: () => "n", partitionsHeld: () => 1 })).toBe(noConsumerMetrics);
+    expect(consumerMetricsFor(undefined, { queue: "q", handler: { name: "h" }, store: {}, partitioned: true, node: () => "n", partitionsHeld: () => 1 })).toBe(noConsumerMetrics);
     expect(relayMetricsFor(undefined, { node: () => "n" })).toBe(noRelayMetrics);
     expect(registry.getMetricsAsArray()).toEqual([]);
     expect(() => noConsumerMetrics.settled([delivery(0)], [{ kind: "applied", key }], 1)).not.toThrow();
@@ -161,6 +161,15 @@ describe("a consumer or relay that never ran", () => {
     // Counters stay: what was counted stays counted.
     expect(registry.getSingleMetric("rabbit_inbox_messages_total")).toBeDefined();
     await consumer.stop();
+  });
+});
+
+describe("a consumer without a handler", () => {
+  it("fails with the configuration error, not a TypeError from its metrics, and registers nothing", () => {
+    const registry = new Registry();
+    const options = { url: "amqp://127.0.0.1:1", queue: "q", store: new MemoryStore(), logger: silentLogger, metrics: { registry } };
+    expect(() => new InboxConsumer({ ...options, handler: undefined as never })).toThrow(InboxConfigError);
+    expect(registry.getMetricsAsArray()).toEqual([]);
   });
 });
 
