@@ -7,6 +7,8 @@
 import { trace } from "@opentelemetry/api";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { PermanentEventError } from "../../src/core/errors.js";
+import { publishRowInSpan, withTraceHeaders } from "../../src/observability/publish-trace.js";
+import type { OutboxRow } from "../../src/outbox/outbox-store.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { type TestEvent, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
@@ -68,5 +70,19 @@ describe("tracing without an SDK", () => {
     expect(traced).not.toHaveProperty("tracestate");
     expect(untraced).not.toHaveProperty("traceparent");
     expect(untraced).not.toHaveProperty("tracestate");
+  });
+
+  it("hands the relay's publish the stored row itself, and leaves a row's headers untouched", async () => {
+    const row: OutboxRow = {
+      id: 1, messageId: "m-1", exchange: "x", routingKey: "k", body: Buffer.from("{}"), orderingKey: null, attempts: 0,
+      properties: { headers: { traceparent: PRODUCER_TRACEPARENT } },
+    };
+    const published: OutboxRow[] = [];
+    await publishRowInSpan(row, (r) => { published.push(r); return Promise.resolve(); });
+    expect(published).toHaveLength(1);
+    expect(published[0]).toBe(row);
+    const headers = { origin: "handler" };
+    expect(withTraceHeaders(headers)).toBe(headers);
+    expect(withTraceHeaders(undefined)).toBeUndefined();
   });
 });
