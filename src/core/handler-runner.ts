@@ -21,13 +21,16 @@ export async function runHandler<E, Tx>(
   handler: InboxHandler<E, Tx>, handlerName: string,
   tx: StoreTransaction<Tx>, messages: readonly IncomingMessage[], toApply: readonly Ready<E>[], outbox: readonly OutboxWriter[],
 ): Promise<Refusal[]> {
-  // Each event's trace context (none when untraced): what it publishes continues its own trace.
-  const traceContexts = toApply.map((p) => handlerContextFor(messages[p.index]!));
-  const items: BatchItem<E, Tx>[] = toApply.map((p, i) => ({ event: p.event, ctx: handlerContext(handlerName, tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!) }));
   // A lone event goes through handle() when the handler has both: fewer statements in strict mode.
-  if (handler.handleBatch && !(handler.handle && items.length === 1)) {
-    // One call for every event: each event's publish carries its own context.
-    items.forEach((item, i) => { item.ctx.publish = publishInContext(traceContexts[i], item.ctx.publish); });
+  const batchCall = handler.handleBatch !== undefined && !(handler.handle && toApply.length === 1);
+  // Each event's trace context (none when untraced): what it publishes continues its own trace.
+  // handle() runs in it; one handleBatch() call serves every event, so there each publish does.
+  const traceContexts = toApply.map((p) => handlerContextFor(messages[p.index]!));
+  const items: BatchItem<E, Tx>[] = toApply.map((p, i) => {
+    const ctx = handlerContext(handlerName, tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!);
+    return { event: p.event, ctx: batchCall ? { ...ctx, publish: publishInContext(traceContexts[i], ctx.publish) } : ctx };
+  });
+  if (handler.handleBatch && batchCall) {
     const refused = (await handler.handleBatch(items, tx.handle)) ?? [];
     return refused.map((r) => {
       const p = toApply[r.index];
