@@ -5,7 +5,9 @@
  * quarantine and delayed-retry copies published in spans of their own whose context they carry.
  */
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { trace } from "@opentelemetry/api";
 import { PermanentEventError } from "../../src/core/errors.js";
+import { Outbox } from "../../src/outbox/outbox.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { type TestEvent, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
@@ -175,5 +177,20 @@ describe("copies published by the consumer", () => {
     const copies = broker.framesOf("publish").filter((f) => f.routingKey !== "work");
     expect(copies).toHaveLength(1);
     expect(parseTraceparent(headersOf(copies[0]!).traceparent)).toEqual({ traceId: producer.traceId, spanId: publish.spanContext().spanId });
+  });
+});
+
+describe("standalone outbox transactions", () => {
+  it("store the caller's active span with each row, and nothing when no span is active", async () => {
+    const store = storeWithOutbox();
+    const outbox = new Outbox(store);
+    await trace.getTracer("test-app").startActiveSpan("request", async (span) => {
+      await outbox.transaction(async (_tx, publish) => { await publish("orders", "order.created", { id: 1 }); });
+      span.end();
+      const stored = parseTraceparent(outboxHeaders(store, 0)!.traceparent);
+      expect(stored).toEqual({ traceId: span.spanContext().traceId, spanId: span.spanContext().spanId });
+    });
+    await outbox.transaction(async (_tx, publish) => { await publish("orders", "order.created", { id: 2 }, { headers: { origin: "app" } }); });
+    expect(outboxHeaders(store, 1)).toEqual({ origin: "app" });
   });
 });
