@@ -19,12 +19,14 @@
  *                       whose transient failures outlived the in-process retries waits in
  *                       `<LEDGER_QUEUE>.retry.<n>` for each in turn, and is quarantined after the last
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
+ *   OTEL_*              traces, when the OpenTelemetry SDK packages are installed: see ./tracing.ts
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
 import {
   InboxConsumer, InboxError, OutboxRelay, createJsonLogger, describeAmqpConnectError, describeError, faultInjection, parseFaultSpec, redactSecrets,
 } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
+import { startTracing } from "./tracing.js";
 
 const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
 
@@ -78,6 +80,8 @@ async function main(): Promise<void> {
   const queueType = process.env.LEDGER_QUEUE_TYPE || (partitions ? "quorum" : "classic");
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
 
+  // Before the consumer and the relay exist: their first spans already go to the provider.
+  const stopTracing = await startTracing(logger);
   const balanceChangedExchange = `${queue}.balance-changed`;
   const databaseUrl = process.env.DATABASE_URL;
   const db = await step(`database (DATABASE_URL=${redactSecrets(databaseUrl || "./data/ledger.sqlite")})`,
@@ -110,6 +114,7 @@ async function main(): Promise<void> {
     consumer.stop()
       .then(() => relay?.stop())
       .then(() => db.close())
+      .then(() => stopTracing())
       .then(() => process.exit(0))
       .catch((error: unknown) => {
         logger.error("shutdown failed", { error: describeError(error) });

@@ -3,6 +3,7 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
+import { endProcessSpans, failProcessSpans, startProcessSpan } from "../observability/message-trace.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import { BatchScheduler } from "./batch-scheduler.js";
 import { BrokerConnector } from "./broker-connection.js";
@@ -204,13 +205,20 @@ export class InboxConsumer<E, Tx> {
   /** A batch holds only deliveries of open channels: a lost channel's pending ones are dropped at once (sessionLost). */
   private async runBatch(batch: Delivery[]): Promise<void> {
     let outcomes: Outcome[];
+    const messages = batch.map((d) => d.incoming);
+    for (const d of batch) {
+      const { exchange, routingKey, deliveryTag } = d.message.fields;
+      startProcessSpan(d.incoming, { queue: d.consumer.queue, exchange, routingKey, deliveryTag, handler: this.pipeline.handlerName });
+    }
     try {
-      outcomes = await this.pipeline.process(batch.map((d) => d.incoming));
+      outcomes = await this.pipeline.process(messages);
     } catch (error) {
+      failProcessSpans(messages, error);
       this.stopOnError(error, batch);
       return;
     }
     await this.settler.settle(batch, outcomes);
+    endProcessSpans(messages, outcomes);
   }
 
   /**

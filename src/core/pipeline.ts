@@ -16,6 +16,7 @@ import { transactionOrRollBack } from "./rollback.js";
 import type { Store } from "./store.js";
 import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
 import type { StaleFenceOptions } from "../retention/event-time.js";
+import { traceTransaction } from "../observability/message-trace.js";
 
 export type { IncomingMessage } from "./incoming-message.js";
 
@@ -178,11 +179,11 @@ export class InboxPipeline<E, Tx> {
     let attempt = 1;
     for (;;) {
       try {
-        const result = await transactionOrRollBack(
+        const result = await traceTransaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
           this.store,
           (tx) => runAttempt(this.attempt, tx, messages, prepared, setAsideSoFar),
           this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,
-        );
+        ));
         if ("rollBack" in result) {
           for (const r of result.rollBack) setAsideSoFar.set(r.index, setAside(messages[r.index]!.delivery, r, this.canDelayRetry));
           continue;

@@ -5,6 +5,7 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
 import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import { createJsonLogger } from "../core/logger.js";
+import { publishRowInSpan } from "../observability/publish-trace.js";
 import { OutboxNotifications } from "./outbox-notifications.js";
 import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
@@ -189,7 +190,7 @@ export class OutboxRelay {
       // Not attempted (stays due, no attempt counted): the session is gone, or the lease could end mid-publish.
       if (!this.broker.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return false;
       try {
-        await this.broker.publish(row);
+        await publishRowInSpan(row, (traced) => this.broker.publish(traced));
         sent.push(row);
         this.totals.published++;
         this.options.onPublished?.(row);
