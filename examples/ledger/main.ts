@@ -22,6 +22,7 @@
  *   LEDGER_METRICS_PORT serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port,
  *                       printed at start); unset: no server, and prom-client is not loaded
  *   LEDGER_METRICS_HOST the address it listens on, default 127.0.0.1
+ *   OTEL_*              traces, when the OpenTelemetry SDK packages are installed: see ./tracing.ts
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
 import {
@@ -29,6 +30,7 @@ import {
 } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 import { startMetricsServer, withinMs } from "./metrics-server.js";
+import { startTracing } from "./tracing.js";
 
 const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
 
@@ -91,6 +93,8 @@ async function main(): Promise<void> {
   const queueType = process.env.LEDGER_QUEUE_TYPE || (partitions ? "quorum" : "classic");
   if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
 
+  // Before the consumer and the relay exist: their first spans already go to the provider.
+  const stopTracing = await startTracing(logger);
   const port = metricsPort();
   // Loaded only when asked for: a ledger without metrics never loads prom-client.
   const registry = port === undefined ? undefined : new (await import("prom-client")).Registry();
@@ -144,6 +148,7 @@ async function main(): Promise<void> {
     consumer.stop()
       .then(() => relay?.stop())
       .then(() => db.close())
+      .then(() => stopTracing())
       .then(() => process.exit(0))
       .catch((error: unknown) => {
         logger.error("shutdown failed", { error: describeError(error) });

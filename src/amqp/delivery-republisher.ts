@@ -1,8 +1,12 @@
 import type { ConsumeMessage, Options } from "amqplib";
+import type { Attributes } from "@opentelemetry/api";
 import { describeError } from "../core/errors.js";
 import type { EventKey } from "../core/event.js";
 import type { Logger } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
+import { messageContext } from "../observability/message-trace.js";
+import { publishInSpan } from "../observability/publish-trace.js";
+import { ATTR } from "../observability/tracing.js";
 import type { Delivery } from "./queue-consumer.js";
 import { RETRY_ATTEMPT_HEADER, retryAttemptOf } from "./retry-attempt.js";
 import { retryQueueName } from "./topology.js";
@@ -30,9 +34,7 @@ export class DeliveryRepublisher {
     if (!session.isOpen) return false;
     const key: EventKey | null = outcome.key;
     try {
-      await session.publisher.publish("", quarantineQueue, message.content, {
-        ...copiedProperties(message),
-        headers: {
+      await publishCopyInSpan(delivery, quarantineQueue, { [ATTR.quarantineReason]: outcome.reason }, {
           ...message.properties.headers,
           "x-rabbit-inbox-reason": outcome.reason,
           "x-rabbit-inbox-detail": outcome.detail.slice(0, 1000),
@@ -41,8 +43,7 @@ export class DeliveryRepublisher {
           ...(key ? { "x-rabbit-inbox-tenant": key.tenant, "x-rabbit-inbox-event-id": key.eventId } : {}),
           ...(outcome.record.fingerprint ? { "x-rabbit-inbox-fingerprint": outcome.record.fingerprint } : {}),
           ...(outcome.record.storedFingerprint ? { "x-rabbit-inbox-stored-fingerprint": outcome.record.storedFingerprint } : {}),
-        },
-      });
+      }, (headers) => session.publisher.publish("", quarantineQueue, message.content, { ...copiedProperties(message), headers }));
       logger.warn("event quarantined", {
         handler: handlerName, reason: outcome.reason, tenant: key?.tenant, eventId: key?.eventId,
         detail: outcome.detail.slice(0, 300), quarantineQueue,
@@ -66,10 +67,9 @@ export class DeliveryRepublisher {
     // Back to the queue it came from (its own partition), after the delay.
     const target = retryQueueName(consumer.queue, attempt);
     try {
-      await session.publisher.publish("", target, message.content, {
-        ...copiedProperties(message),
-        headers: { ...headers, [RETRY_ATTEMPT_HEADER]: attempt, "x-rabbit-inbox-last-error": outcome.detail.slice(0, 500) },
-      });
+      await publishCopyInSpan(delivery, target, { [ATTR.attempts]: attempt },
+        { ...headers, [RETRY_ATTEMPT_HEADER]: attempt, "x-rabbit-inbox-last-error": outcome.detail.slice(0, 500) },
+        (copyHeaders) => session.publisher.publish("", target, message.content, { ...copiedProperties(message), headers: copyHeaders }));
       logger.warn("delayed retry scheduled", {
         handler: handlerName, tenant: outcome.key?.tenant, eventId: outcome.key?.eventId,
         attempt, delayMs: retryDelays[attempt - 1], retryQueue: target,
@@ -82,6 +82,20 @@ export class DeliveryRepublisher {
       return false;
     }
   }
+}
+
+/**
+ * Publishes a copy in a publish span under the original's process span, the copy carrying that
+ * span's context; an untraced original's copy goes out with its headers as they are.
+ */
+function publishCopyInSpan(
+  delivery: Delivery, queue: string, attributes: Attributes, headers: Record<string, unknown>, publish: (headers: Record<string, unknown>) => Promise<unknown>,
+): Promise<unknown> {
+  const parent = messageContext(delivery.incoming);
+  if (!parent) return publish(headers);
+  const { message } = delivery;
+  const target = { exchange: "", routingKey: queue, messageId: message.properties.messageId as string | undefined, bodySize: message.content.length };
+  return publishInSpan(parent, target, attributes, headers, publish);
 }
 
 /**

@@ -3,6 +3,7 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
+import { endProcessSpans, failProcessSpans, startProcessSpan } from "../observability/message-trace.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import type { ConsumerHealth } from "../observability/health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
@@ -24,7 +25,6 @@ import { partitionQueueName } from "./topology.js";
 
 export type { InboxConsumerOptions, PartitionOptions } from "./inbox-consumer-options.js";
 export type { OutcomeCounts } from "./delivery-settler.js";
-export type { ConsumerHealth } from "../observability/health.js";
 
 /**
  * Consumes a queue (or the partitions of a partitioned queue) through the inbox pipeline: manual
@@ -59,10 +59,8 @@ export class InboxConsumer<E, Tx> {
     this.settings = consumerSettings(options);
     this.options = options;
     const logger = this.logger = options.logger ?? createJsonLogger();
-    this.metrics = consumerMetricsFor(options.metrics, {
-      queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
-      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length,
-    });
+    this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store,
+      partitioned: options.partitions !== undefined, node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length });
     this.pipeline = new InboxPipeline({
       store: options.store, handler: options.handler, logger,
       ...(options.retry ? { retry: options.retry } : {}),
@@ -117,7 +115,8 @@ export class InboxConsumer<E, Tx> {
       isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome, metrics: this.metrics,
     });
     this.stopped = new Promise<void>((resolve, reject) => {
-      this.settleStopped = (error) => (error === undefined ? resolve() : reject(error instanceof Error ? error : new Error(describeError(error))));
+      // Whatever stops it (stop(), a failed start, a fatal error), its gauges leave the registry.
+      this.settleStopped = (error) => { this.metrics.close(); if (error === undefined) resolve(); else reject(error instanceof Error ? error : new Error(describeError(error))); };
     });
     // Observed here, so that a consumer whose caller never asks does not crash the process
     // with an unhandled rejection: the error is logged at error level either way.
@@ -138,10 +137,9 @@ export class InboxConsumer<E, Tx> {
   /** Connection, consumption and last commit, for a readiness probe or a status page. */
   health(): ConsumerHealth {
     const session = this.broker.session;
-    const running = this.state === "running" && session !== undefined;
     const subscribed = this.options.partitions ? this.membership?.attached === true : [...this.consumers.values()].some((c) => c.open && c.session === session);
     return {
-      state: this.state, connected: session !== undefined, node: session?.node ?? null, consuming: running && subscribed,
+      state: this.state, connected: session !== undefined, node: session?.node ?? null, consuming: this.state === "running" && session !== undefined && subscribed,
       lastCommitAt: this.settler.lastCommitAt, outcomes: { ...this.settler.counts },
       ...(this.options.partitions ? { partitionsHeld: this.heldPartitions } : {}),
     };
@@ -166,7 +164,6 @@ export class InboxConsumer<E, Tx> {
       await this.rebalancing;
     } catch (error) {
       this.state = "stopped";
-      this.metrics.close();
       this.settleStopped(error);
       throw error;
     }
@@ -189,7 +186,6 @@ export class InboxConsumer<E, Tx> {
   stop(): Promise<void> {
     if (this.state === "stopped" || this.state === "idle") {
       if (this.state === "idle") this.settleStopped();
-      this.metrics.close();
       this.state = "stopped";
       return this.stopping ?? Promise.resolve();
     }
@@ -209,7 +205,6 @@ export class InboxConsumer<E, Tx> {
     } else if (open) {
       for (const consumer of this.consumers.values()) await consumer.cancel(this.logger);
     }
-    this.metrics.close();
     this.batches.flush();
     await this.batches.whenIdle();
     this.settler.flushAcks();
@@ -229,13 +224,20 @@ export class InboxConsumer<E, Tx> {
   /** A batch holds only deliveries of open channels: a lost channel's pending ones are dropped at once (sessionLost). */
   private async runBatch(batch: Delivery[]): Promise<void> {
     let outcomes: Outcome[];
+    const messages = batch.map((d) => d.incoming);
+    for (const d of batch) {
+      const { exchange, routingKey, deliveryTag } = d.message.fields;
+      startProcessSpan(d.incoming, { queue: d.consumer.queue, exchange, routingKey, deliveryTag, handler: this.pipeline.handlerName });
+    }
     try {
-      outcomes = await this.pipeline.process(batch.map((d) => d.incoming));
+      outcomes = await this.pipeline.process(messages);
     } catch (error) {
+      failProcessSpans(messages, error);
       this.stopOnError(error, batch);
       return;
     }
     await this.settler.settle(batch, outcomes);
+    endProcessSpans(messages, outcomes);
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { Context } from "@opentelemetry/api";
 import { InboxConfigError, PermanentEventError, RetryLaterError } from "./errors.js";
 import type { EventKey } from "./event.js";
 import { eventScopedHash } from "./fingerprint.js";
@@ -7,6 +8,9 @@ import type { Ready } from "./prepared-message.js";
 import type { Refusal } from "./refusal.js";
 import type { StoreTransaction } from "./store.js";
 import type { OutboxWriter } from "../outbox/outbox-writer.js";
+import type { OutboxPublish } from "../outbox/publish-options.js";
+import { handlerContextFor } from "../observability/message-trace.js";
+import { withContext } from "../observability/tracing.js";
 
 /**
  * Runs the user's handler on the events to apply, inside the attempt's transaction, and returns
@@ -17,9 +21,16 @@ export async function runHandler<E, Tx>(
   handler: InboxHandler<E, Tx>, handlerName: string,
   tx: StoreTransaction<Tx>, messages: readonly IncomingMessage[], toApply: readonly Ready<E>[], outbox: readonly OutboxWriter[],
 ): Promise<Refusal[]> {
-  const items: BatchItem<E, Tx>[] = toApply.map((p, i) => ({ event: p.event, ctx: handlerContext(handlerName, tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!) }));
   // A lone event goes through handle() when the handler has both: fewer statements in strict mode.
-  if (handler.handleBatch && !(handler.handle && items.length === 1)) {
+  const batchCall = handler.handleBatch !== undefined && !(handler.handle && toApply.length === 1);
+  // Each event's trace context (none when untraced): what it publishes continues its own trace.
+  // handle() runs in it; one handleBatch() call serves every event, so there each publish does.
+  const traceContexts = toApply.map((p) => handlerContextFor(messages[p.index]!));
+  const items: BatchItem<E, Tx>[] = toApply.map((p, i) => {
+    const ctx = handlerContext(handlerName, tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!);
+    return { event: p.event, ctx: batchCall ? { ...ctx, publish: publishInContext(traceContexts[i], ctx.publish) } : ctx };
+  });
+  if (handler.handleBatch && batchCall) {
     const refused = (await handler.handleBatch(items, tx.handle)) ?? [];
     return refused.map((r) => {
       const p = toApply[r.index];
@@ -29,7 +40,10 @@ export async function runHandler<E, Tx>(
   }
   for (let i = 0; i < items.length; i++) {
     try {
-      await handler.handle!(items[i]!.event, items[i]!.ctx);
+      const item = items[i]!;
+      const traceContext = traceContexts[i];
+      if (traceContext) await withContext(traceContext, () => handler.handle!(item.event, item.ctx));
+      else await handler.handle!(item.event, item.ctx);
     } catch (error) {
       if (error instanceof PermanentEventError) {
         return [{ index: toApply[i]!.index, reason: error.reason, detail: error.message }];
@@ -43,6 +57,11 @@ export async function runHandler<E, Tx>(
     }
   }
   return [];
+}
+
+function publishInContext(traceContext: Context | undefined, publish: OutboxPublish): OutboxPublish {
+  if (!traceContext) return publish;
+  return (exchange, routingKey, body, options) => withContext(traceContext, () => publish(exchange, routingKey, body, options));
 }
 
 function handlerContext<Tx>(handler: string, tx: Tx, key: EventKey, delivery: DeliveryInfo, outbox: OutboxWriter): HandlerContext<Tx> {

@@ -17,6 +17,7 @@ import type { Store } from "./store.js";
 import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
 import type { StaleFenceOptions } from "../retention/event-time.js";
 import { type TransactionMetrics, noConsumerMetrics } from "../observability/inbox-metrics.js";
+import { traceTransaction } from "../observability/message-trace.js";
 
 export type { IncomingMessage } from "./incoming-message.js";
 
@@ -184,11 +185,11 @@ export class InboxPipeline<E, Tx> {
     for (;;) {
       try {
         const began = performance.now();
-        const result = await transactionOrRollBack(
+        const result = await traceTransaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
           this.store,
           (tx) => runAttempt(this.attempt, tx, messages, prepared, setAsideSoFar),
           this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,
-        );
+        ));
         if ("rollBack" in result) {
           for (const r of result.rollBack) setAsideSoFar.set(r.index, setAside(messages[r.index]!.delivery, r, this.canDelayRetry));
           continue;

@@ -11,6 +11,7 @@ import { relayMetricsFor } from "../observability/metrics-for.js";
 import { oldestPendingAgeSeconds } from "../observability/prom-relay-metrics.js";
 import { RateLimitedSample } from "../observability/rate-limited-sample.js";
 import { type OutboxBacklog, hasOperations } from "../store/operations.js";
+import { publishRowInSpan } from "../observability/publish-trace.js";
 import { OutboxNotifications } from "./outbox-notifications.js";
 import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
@@ -215,7 +216,7 @@ export class OutboxRelay {
       // Not attempted (stays due, no attempt counted): the session is gone, or the lease could end mid-publish.
       if (!this.broker.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return false;
       try {
-        await this.broker.publish(row);
+        await publishRowInSpan(row, (traced) => this.broker.publish(traced));
         sent.push(row);
         this.totals.published++;
         this.metrics.published();

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { InboxConfigError } from "../core/errors.js";
 import type { OutboxRecord, OutboxSource, StoreTransaction } from "../core/store.js";
+import { withTraceHeaders } from "../observability/publish-trace.js";
 import { outboxMessageId } from "./message-id.js";
 import type { OutboxPublish, OutboxPublishOptions } from "./publish-options.js";
 
@@ -54,7 +55,9 @@ export class OutboxWriter {
     const position = this.records.length;
     const messageId = explicitId ?? (this.source ? outboxMessageId(this.source, position) : randomUUID());
     const { bytes, json } = encodeBody(body);
-    const properties = encodeProperties(amqp, json);
+    // The active trace goes with the row: the relay continues it whenever it publishes.
+    const headers = withTraceHeaders(amqp.headers);
+    const properties = encodeProperties(headers === amqp.headers ? amqp : { ...amqp, headers: headers }, json);
     this.records.push({
       messageId, exchange, routingKey, body: bytes, properties,
       orderingKey: orderingKey ?? null, source: this.source,

@@ -1,4 +1,6 @@
 import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
 import { REPO_ROOT, amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
@@ -108,10 +110,15 @@ describe.each(TEST_DATABASES)("ledger balance.changed through the outbox on %s",
     expect((await t.cli()).balances).toEqual([{ tenant: "t1", account_id: "a", balance_cents: 100 }]);
   });
 
-  it("as outside tests run it (node_modules/.bin/tsx examples/ledger/main.ts): balance.changed arrives, SIGTERM exits 0", async () => {
+  it("as `npm start` runs it (node --import tsx examples/ledger/main.ts): balance.changed arrives, SIGTERM exits 0", async () => {
+    // The ledger runs in the process that receives the signal: tsx's command-line runner relays
+    // SIGTERM to a child and kills it outright when the child does not answer within 60 ms,
+    // which a busy ledger (or a loaded machine) does not, so it never drained.
+    const start = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts.start;
+    expect(start).toBe("node --import tsx examples/ledger/main.ts");
     const env: NodeJS.ProcessEnv = { ...process.env, AMQP_URL: amqpUrlFromEnv(), DATABASE_URL: t.databaseUrl, LEDGER_QUEUE: t.queue };
     for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "NODE_OPTIONS"]) delete env[name];
-    const child = spawn("node_modules/.bin/tsx", ["examples/ledger/main.ts"], { cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], { cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once("close", (code, signal) => resolve({ code, signal })));
     const stdout: string[] = [];
     createInterface({ input: child.stdout }).on("line", (line) => stdout.push(line));

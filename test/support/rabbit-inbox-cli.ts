@@ -75,7 +75,7 @@ export async function ledgerTopology(queue: string): Promise<() => Promise<void>
 export interface LogRecord { level: string; msg: string; [field: string]: unknown }
 
 /**
- * The ledger service started the way the contract says: `node_modules/.bin/tsx
+ * The ledger service started as `npm start` starts it: `node --import tsx
  * examples/ledger/main.ts` with AMQP_URL, DATABASE_URL and LEDGER_QUEUE. Its JSON log lines are
  * collected (debug level, so every settled batch is visible).
  */
@@ -100,7 +100,7 @@ export class LedgerService {
   }
 
   static async start(options: { queue: string; databaseUrl: string; env?: Record<string, string> }): Promise<LedgerService> {
-    const child = spawn(join(ROOT, "node_modules/.bin/tsx"), ["examples/ledger/main.ts"], {
+    const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
       cwd: ROOT, stdio: ["ignore", "pipe", "pipe"],
       env: childEnv({ AMQP_URL: amqpUrl, DATABASE_URL: options.databaseUrl, LEDGER_QUEUE: options.queue, RABBIT_INBOX_LOG_LEVEL: "debug", ...options.env }),
     });

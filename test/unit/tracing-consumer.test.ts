@@ -1,0 +1,196 @@
+/**
+ * Traces of the consumer with a real OpenTelemetry SDK, over the in-memory broker: a process
+ * span per delivery under the producer's `traceparent`, the transaction as its child, the
+ * outcome on the span, the context stored with the outbox rows a handler writes, and the
+ * quarantine and delayed-retry copies published in spans of their own whose context they carry.
+ */
+import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { trace } from "@opentelemetry/api";
+import { PermanentEventError } from "../../src/core/errors.js";
+import { Outbox } from "../../src/outbox/outbox.js";
+import type { InboxHandler } from "../../src/core/handler.js";
+import type { FakeBroker } from "../support/fake-amqp.js";
+import { type TestEvent, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
+import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
+import { parentSpanId, parseTraceparent, producerTraceparent, registerTracingSdk } from "../support/tracing-sdk.js";
+
+vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
+
+const sdk = registerTracingSdk();
+afterAll(() => sdk.shutdown());
+
+const env = fakeBrokerPerTest();
+let broker: FakeBroker;
+beforeEach(() => {
+  broker = env.broker;
+  sdk.reset();
+});
+
+const event = (eventId: string) => ({ tenant: "t1", event_id: eventId });
+const publishesTo = (routingKey: string) => broker.framesOf("publish").filter((f) => f.routingKey === routingKey);
+const headersOf = (frame: { properties: Record<string, unknown> }) => frame.properties.headers as Record<string, unknown>;
+const outboxHeaders = (store: MemoryStore, index = 0) => (JSON.parse(store.outbox![index]!.properties) as { headers?: Record<string, unknown> }).headers;
+
+/** Publishes one outbox message per event, and refuses events whose id starts with "never". */
+function publishingHandler(): InboxHandler<TestEvent, MemoryHandle> {
+  return {
+    name: "tracer",
+    async handle(e, ctx) {
+      if (e.event_id.startsWith("never")) throw new PermanentEventError("account_closed", "closed");
+      await ctx.publish("downstream", "event.applied", { id: e.event_id }, { headers: { origin: "handler" } });
+    },
+  };
+}
+
+function storeWithOutbox(): MemoryStore {
+  const store = new MemoryStore();
+  store.outbox = [];
+  return store;
+}
+
+describe("consume spans", () => {
+  it("continues the producer's trace: process span, transaction span, and the outbox row carries the transaction's context", async () => {
+    const store = storeWithOutbox();
+    const { consumer } = env.build({ handler: publishingHandler(), store });
+    await consumer.start();
+    const producer = producerTraceparent();
+    broker.publishJson("work", event("e-1"), { messageId: "m-1", headers: { traceparent: producer.traceparent } });
+    await until(() => consumer.outcomeCounts.applied === 1, "applied");
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "process span ended");
+
+    const process = sdk.one("process work");
+    const transaction = sdk.one("transaction tracer");
+    expect(process.spanContext().traceId).toBe(producer.traceId);
+    expect(parentSpanId(process)).toBe(producer.spanId);
+    expect(process.kind).toBe(4); // CONSUMER
+    expect(process.attributes).toMatchObject({
+      "messaging.system": "rabbitmq", "messaging.operation.type": "process", "messaging.destination.name": "work",
+      "messaging.rabbitmq.destination.routing_key": "work", "messaging.message.id": "m-1",
+      "rabbit_inbox.outcome": "applied", "rabbit_inbox.duplicate": false, "rabbit_inbox.tenant": "t1", "rabbit_inbox.event_id": "e-1",
+    });
+    expect(transaction.spanContext().traceId).toBe(producer.traceId);
+    expect(parentSpanId(transaction)).toBe(process.spanContext().spanId);
+
+    const headers = outboxHeaders(store)!;
+    expect(headers.origin).toBe("handler");
+    const stored = parseTraceparent(headers.traceparent);
+    expect(stored).toEqual({ traceId: producer.traceId, spanId: transaction.spanContext().spanId });
+  });
+
+  it("marks a duplicate on its span, and writes no outbox row for it", async () => {
+    const store = storeWithOutbox();
+    const { consumer } = env.build({ handler: publishingHandler(), store });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });
+    await until(() => consumer.outcomeCounts.applied === 1, "applied");
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });
+    await until(() => consumer.outcomeCounts.duplicate === 1, "duplicate");
+    await until(() => sdk.spans().filter((s) => s.name === "process work").length === 2, "both process spans ended");
+
+    const [first, second] = sdk.spans().filter((s) => s.name === "process work");
+    expect(first!.attributes["rabbit_inbox.duplicate"]).toBe(false);
+    expect(second!.attributes).toMatchObject({ "rabbit_inbox.outcome": "duplicate", "rabbit_inbox.duplicate": true });
+    expect(store.outbox).toHaveLength(1);
+  });
+
+  it("starts a new trace for a message without traceparent, and its outbox row carries that trace", async () => {
+    const store = storeWithOutbox();
+    const { consumer } = env.build({ handler: publishingHandler(), store });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => consumer.outcomeCounts.applied === 1, "applied");
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "process span ended");
+
+    const process = sdk.one("process work");
+    expect(parentSpanId(process)).toBeUndefined();
+    expect(parseTraceparent(outboxHeaders(store)!.traceparent).traceId).toBe(process.spanContext().traceId);
+  });
+
+  it("gives each event of a handleBatch call its own trace in its outbox row; the transaction links the other messages", async () => {
+    const store = storeWithOutbox();
+    const handler: InboxHandler<TestEvent, MemoryHandle> = {
+      name: "tracer",
+      async handleBatch(items) {
+        for (const { event: e, ctx } of items) await ctx.publish("downstream", "event.applied", { id: e.event_id });
+        return [];
+      },
+    };
+    const { consumer } = env.build({ handler, store, batchSize: 2, prefetch: 2 });
+    const a = producerTraceparent("a");
+    const b = producerTraceparent("b");
+    await consumer.start();
+    broker.publishJson("work", event("e-a"), { headers: { traceparent: a.traceparent } });
+    broker.publishJson("work", event("e-b"), { headers: { traceparent: b.traceparent } });
+    await until(() => consumer.outcomeCounts.applied === 2, "both applied");
+    await until(() => sdk.spans().filter((s) => s.name === "process work").length === 2, "both process spans ended");
+
+    const rows = store.outbox!.map((_, i) => parseTraceparent(outboxHeaders(store, i)!.traceparent).traceId);
+    const transactions = sdk.spans().filter((s) => s.name === "transaction tracer");
+    // One transaction for both: a child of the first message's span, linked to the second's.
+    expect(transactions).toHaveLength(1);
+    const processB = sdk.spans().find((s) => s.name === "process work" && s.spanContext().traceId === b.traceId)!;
+    expect(transactions[0]!.spanContext().traceId).toBe(a.traceId);
+    expect(transactions[0]!.links.map((l) => l.context.spanId)).toEqual([processB.spanContext().spanId]);
+    expect(transactions[0]!.attributes["messaging.batch.message_count"]).toBe(2);
+    expect(rows).toEqual([a.traceId, b.traceId]);
+  });
+});
+
+describe("copies published by the consumer", () => {
+  it("publishes the quarantine copy in a span under the process span, the copy carrying that span's context", async () => {
+    const { consumer } = env.build({ handler: publishingHandler(), store: storeWithOutbox() });
+    await consumer.start();
+    const producer = producerTraceparent();
+    broker.publishJson("work", event("never-1"), { headers: { traceparent: producer.traceparent } });
+    await until(() => consumer.outcomeCounts.quarantined === 1, "quarantined");
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "process span ended");
+
+    const process = sdk.one("process work");
+    const publish = sdk.one("publish amq.default");
+    expect(process.attributes).toMatchObject({ "rabbit_inbox.outcome": "quarantined", "rabbit_inbox.quarantine.reason": "account_closed" });
+    expect(process.events.map((e) => e.name)).toContain("quarantined");
+    expect(publish.spanContext().traceId).toBe(producer.traceId);
+    expect(parentSpanId(publish)).toBe(process.spanContext().spanId);
+    expect(publish.kind).toBe(3); // PRODUCER
+    expect(publish.attributes).toMatchObject({
+      "messaging.system": "rabbitmq", "messaging.operation.type": "send", "messaging.destination.name": "amq.default",
+      "messaging.rabbitmq.destination.routing_key": "work.quarantine",
+    });
+    const [copy] = publishesTo("work.quarantine");
+    expect(parseTraceparent(headersOf(copy!).traceparent)).toEqual({ traceId: producer.traceId, spanId: publish.spanContext().spanId });
+    expect(headersOf(copy!)["x-rabbit-inbox-reason"]).toBe("account_closed");
+  });
+
+  it("publishes a delayed-retry copy in a span too, the copy carrying its context", async () => {
+    const handler: InboxHandler<TestEvent, MemoryHandle> = { name: "tracer", handle: () => Promise.reject(new Error("ECONNRESET flaky")) };
+    const { consumer } = env.build({ handler, retryDelaysMs: [1000] });
+    await consumer.start();
+    const producer = producerTraceparent();
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: producer.traceparent } });
+    await until(() => consumer.outcomeCounts.delayed + consumer.outcomeCounts.quarantined + consumer.outcomeCounts.requeue > 0, "settled");
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "process span ended");
+
+    const process = sdk.spans().find((s) => s.name === "process work")!;
+    expect(process.attributes["rabbit_inbox.outcome"]).toBe("delayed");
+    const publish = sdk.one("publish amq.default");
+    expect(parentSpanId(publish)).toBe(process.spanContext().spanId);
+    const copies = broker.framesOf("publish").filter((f) => f.routingKey !== "work");
+    expect(copies).toHaveLength(1);
+    expect(parseTraceparent(headersOf(copies[0]!).traceparent)).toEqual({ traceId: producer.traceId, spanId: publish.spanContext().spanId });
+  });
+});
+
+describe("standalone outbox transactions", () => {
+  it("store the caller's active span with each row, and nothing when no span is active", async () => {
+    const store = storeWithOutbox();
+    const outbox = new Outbox(store);
+    await trace.getTracer("test-app").startActiveSpan("request", async (span) => {
+      await outbox.transaction(async (_tx, publish) => { await publish("orders", "order.created", { id: 1 }); });
+      span.end();
+      const stored = parseTraceparent(outboxHeaders(store, 0)!.traceparent);
+      expect(stored).toEqual({ traceId: span.spanContext().traceId, spanId: span.spanContext().spanId });
+    });
+    await outbox.transaction(async (_tx, publish) => { await publish("orders", "order.created", { id: 2 }, { headers: { origin: "app" } }); });
+    expect(outboxHeaders(store, 1)).toEqual({ origin: "app" });
+  });
+});
