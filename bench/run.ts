@@ -7,6 +7,8 @@
  *   strict       the library, one transaction per message (batchSize 1, prefetch 200)
  *   batched      the library with the ledger's set-based handler and the library's defaults
  *                (batchSize 500, prefetch 1000), as the ledger runs
+ *   observed     batched with Prometheus metrics and OpenTelemetry tracing on (a real SDK
+ *                exporting every span); only with `--only ...,observed`
  * and prints msgs/s (from the first delivery to the last settle, in every scenario), p50/p99
  * settle latency, this process's CPU per message, where the machine's CPU went (broker,
  * database, this process, idle; from /proc), peak RSS and the target ratios. The benchmark
@@ -34,6 +36,7 @@ import { ledgerHandler } from "../examples/ledger/ledger-handler.js";
 import { mysqlLedgerSchema, mysqlLedgerSql } from "../examples/ledger/ledger-mysql.js";
 import { postgresLedgerSchema, postgresLedgerSql } from "../examples/ledger/ledger-postgres.js";
 import { sqliteLedgerSchema, sqliteLedgerSql } from "../examples/ledger/ledger-sqlite.js";
+import { startObservability } from "./observability.js";
 import { runOutboxDrain } from "./outbox-drain.js";
 import {
   AMQP_URL, LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
@@ -77,7 +80,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === "--concurrency") args.batched.concurrency = Number(next());
     else if (a === "--profile") args.profile = next();
     else if (a === "--queue-args") args.queueArguments = parseQueueArguments(next());
-    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched] [--scale ROWS] [--warmup N] [--batch-size N] [--batched-prefetch N] [--concurrency N] [--queue-args JSON] [--profile DIR] [--json]\n       npm run bench -- --scenario outbox-drain [--rows 100000] [--keys 1,100] [--db postgres,mysql,sqlite] [--json]"); process.exit(0); }
+    else if (a === "--help") { console.log("npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only raw,naive,handwritten,strict,batched,observed] [--scale ROWS] [--warmup N] [--batch-size N] [--batched-prefetch N] [--concurrency N] [--queue-args JSON] [--profile DIR] [--json]\n       npm run bench -- --scenario outbox-drain [--rows 100000] [--keys 1,100] [--db postgres,mysql,sqlite] [--json]"); process.exit(0); }
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
@@ -306,7 +309,7 @@ async function openSqlite(): Promise<BenchDatabase> {
 
 async function runLibrary(
   queue: string, n: number,
-  config: { store: LibraryStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number; prefetch?: number },
+  config: { store: LibraryStore; handler: InboxHandler<LedgerEvent, never>; concurrency?: number; batchSize?: number; prefetch?: number; observed?: boolean },
 ): Promise<{ seconds: number; latency: LatencyRecorder }> {
   const latency = new LatencyRecorder();
   let settled = 0;
@@ -316,8 +319,10 @@ async function runLibrary(
   let firstReceived = Infinity;
   let resolveDone!: () => void;
   const done = new Promise<void>((resolve) => { resolveDone = resolve; });
+  const observability = config.observed ? startObservability() : undefined;
   const consumer = new InboxConsumer({
     url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger, queueArguments,
+    ...(observability ? { metrics: { registry: observability.registry } } : {}),
     ...(config.prefetch !== undefined ? { prefetch: config.prefetch } : {}),
     ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
     ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
@@ -332,10 +337,17 @@ async function runLibrary(
   await done;
   const seconds = (performance.now() - firstReceived) / 1000;
   await consumer.stop();
+  if (observability) {
+    const { spans, series } = await observability.stop();
+    if (spans < n) throw new Error(`observed: ${spans} spans exported for ${n} messages`);
+    if (series === 0) throw new Error("observed: no metric series registered");
+  }
   return { seconds, latency };
 }
 
-const SCENARIOS = ["raw", "naive", "handwritten", "strict", "batched"] as const;
+const SCENARIOS = ["raw", "naive", "handwritten", "strict", "batched", "observed"] as const;
+/** What runs without `--only`: `observed` is asked for by name. */
+const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed");
 type Scenario = (typeof SCENARIOS)[number];
 
 async function runScenario(scenario: Scenario, dbName: string, n: number, preload: number, batched: Args["batched"] = {}, profileDir?: string): Promise<RunResult> {
@@ -359,7 +371,7 @@ async function runScenario(scenario: Scenario, dbName: string, n: number, preloa
       const { store, handler, concurrency } = db!.libraryStrict();
       measured = await runLibrary(queue, n, { store, handler, concurrency, batchSize: 1, prefetch: PREFETCH });
     } else {
-      measured = await runLibrary(queue, n, { ...db!.libraryBatched(), ...batched });
+      measured = await runLibrary(queue, n, { ...db!.libraryBatched(), ...batched, observed: scenario === "observed" });
     }
     const memory = rss.stop();
     const cpu = process.cpuUsage(cpu0);
@@ -396,7 +408,7 @@ async function main(): Promise<void> {
   }
   const args = parseArgs(argv);
   queueArguments = args.queueArguments;
-  const scenarios = SCENARIOS.filter((s) => !args.only || args.only.includes(s));
+  const scenarios = args.only ? SCENARIOS.filter((s) => args.only!.includes(s)) : DEFAULT_SCENARIOS;
   const results: RunResult[] = [];
   const log = (line: string) => { if (!args.json) console.log(line); };
   log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, prefetch ${PREFETCH} (batched: the library's default unless --batched-prefetch), ${args.runs} run(s), queue arguments ${JSON.stringify(args.queueArguments)}, node ${process.version}, ${new Date().toISOString()}`);
@@ -441,6 +453,7 @@ async function main(): Promise<void> {
     compare(`${db}: batched / raw (target >= 0.7)`, rates("batched", db), rates("raw", "-"));
     compare(`${db}: batched / naive (target >= 3)`, rates("batched", db), rates("naive", db));
     compare(`${db}: strict / handwritten (target >= 0.9)`, rates("strict", db), rates("handwritten", db));
+    if (scenarios.includes("observed")) compare(`${db}: observed / batched (target >= 0.95)`, rates("observed", db), rates("batched", db));
     if (args.scale > 0) compare(`${db}: batched with ${args.scale} rows / empty (target >= 0.85)`, rates(`batched+${args.scale}rows`, db), rates("batched", db));
   }
   if (args.json) {

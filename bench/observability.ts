@@ -1,0 +1,46 @@
+/**
+ * What the `observed` scenario turns on around the batched consumer: Prometheus metrics on a
+ * prom-client registry and OpenTelemetry tracing with a real SDK whose batch processor exports
+ * every span (to an exporter that drops them, so the figure is the library's and the SDK's
+ * cost, not a collector's).
+ */
+import { context, propagation, trace } from "@opentelemetry/api";
+import { BatchSpanProcessor, type ReadableSpan, type SpanExporter } from "@opentelemetry/sdk-trace-base";
+import { NodeTracerProvider } from "@opentelemetry/sdk-trace-node";
+import { Registry } from "prom-client";
+
+class DroppingExporter implements SpanExporter {
+  exported = 0;
+  export(spans: ReadableSpan[], done: (result: { code: number }) => void): void {
+    this.exported += spans.length;
+    done({ code: 0 });
+  }
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+export interface Observability {
+  registry: Registry;
+  /** Flushes the spans, unregisters the SDK (the next scenarios run without it) and says how many spans and metric series there were. */
+  stop(): Promise<{ spans: number; series: number }>;
+}
+
+export function startObservability(): Observability {
+  const exporter = new DroppingExporter();
+  const provider = new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
+  provider.register();
+  const registry = new Registry();
+  return {
+    registry,
+    async stop() {
+      await provider.forceFlush();
+      await provider.shutdown();
+      trace.disable();
+      context.disable();
+      propagation.disable();
+      const series = (await registry.getMetricsAsJSON()).reduce((n, metric) => n + (metric.values as unknown[]).length, 0);
+      return { spans: exporter.exported, series };
+    },
+  };
+}
