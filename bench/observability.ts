@@ -21,24 +21,36 @@ class DroppingExporter implements SpanExporter {
 }
 
 export interface Observability {
-  registry: Registry;
+  /** Undefined when only tracing is on. */
+  registry: Registry | undefined;
   /** Flushes the spans, unregisters the SDK (the next scenarios run without it) and says how many spans and metric series there were. */
   stop(): Promise<{ spans: number; series: number }>;
 }
 
-export function startObservability(): Observability {
+/** Which half to turn on: both by default; `BENCH_OBSERVE=metrics` or `=tracing` to tell their costs apart. */
+export type ObservedParts = "both" | "metrics" | "tracing";
+
+export function observedParts(value = process.env.BENCH_OBSERVE): ObservedParts {
+  if (value === undefined || value === "" || value === "both") return "both";
+  if (value === "metrics" || value === "tracing") return value;
+  throw new Error(`BENCH_OBSERVE=${value}: expected both, metrics or tracing`);
+}
+
+export function startObservability(parts: ObservedParts = observedParts()): Observability {
   const exporter = new DroppingExporter();
-  const provider = new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
-  provider.register();
+  const provider = parts === "metrics" ? undefined : new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
+  provider?.register();
   const registry = new Registry();
   return {
-    registry,
+    registry: parts === "tracing" ? undefined : registry,
     async stop() {
-      await provider.forceFlush();
-      await provider.shutdown();
-      trace.disable();
-      context.disable();
-      propagation.disable();
+      if (provider) {
+        await provider.forceFlush();
+        await provider.shutdown();
+        trace.disable();
+        context.disable();
+        propagation.disable();
+      }
       const series = (await registry.getMetricsAsJSON()).reduce((n, metric) => n + (metric.values as unknown[]).length, 0);
       return { spans: exporter.exported, series };
     },
