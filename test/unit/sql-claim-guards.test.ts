@@ -65,6 +65,13 @@ describe("applyClaimGuards", () => {
     expect(calls).toEqual(["horizon h", "acceptStale a", "acceptStale b", "acceptStale d", "unclaim a,d"]);
   });
 
+  it("sends no unclaim when every stale claim had an accept-stale grant", async () => {
+    const { guards, calls } = recordingGuards({ horizon: 100, acceptStale: new Set(["a"]) });
+    const results = await applyClaimGuards(guards, "h", [claim("a", "f", 50)], [{ status: "claimed" }], [true]);
+    expect(results).toEqual([{ status: "claimed" }]);
+    expect(calls).toEqual(["horizon h", "acceptStale a"]);
+  });
+
   it("never unclaims a key it did not insert, even when its event time is before the horizon", async () => {
     const { guards, calls } = recordingGuards({ horizon: 100 });
     const results = await applyClaimGuards(guards, "h", [claim("a", "f1", 50)], [{ status: "exists", fingerprint: "f1" }], [false]);
