@@ -1,5 +1,5 @@
 import { InboxError } from "../core/errors.js";
-import { sleep } from "../core/retry-policy.js";
+import { backoffDelay, sleep } from "../core/retry-policy.js";
 import { checkReplayWindow } from "./replay-window.js";
 import type { PurgeableRecords, QuarantineHold, RetentionStore } from "./retention-store.js";
 
@@ -47,6 +47,8 @@ export interface CleanupReport {
 }
 
 const TRANSIENT_ATTEMPTS = 5;
+/** 100 ms doubling, exactly: at most four pauses, 1.5 s in all. */
+const TRANSIENT_BACKOFF = { baseDelayMs: 100, maxDelayMs: 800, jitter: false } as const;
 
 /**
  * Purges dedup records older than the replay window, in small batches, each its own short
@@ -103,7 +105,7 @@ async function withTransientRetries<T>(work: () => Promise<T>): Promise<T> {
       // a schema problem that a retry would not fix.
       const retryable = error instanceof InboxError && (error.kind === "transient" || error.kind === "connection");
       if (!retryable || attempt >= TRANSIENT_ATTEMPTS) throw error;
-      await sleep(50 * 2 ** attempt);
+      await sleep(backoffDelay(TRANSIENT_BACKOFF, attempt));
     }
   }
 }

@@ -1,6 +1,6 @@
 import { TransientStoreError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
-import { sleep } from "../../core/retry-policy.js";
+import { backoffDelay, sleep } from "../../core/retry-policy.js";
 import type { Migration } from "../migration.js";
 import { type MigrationSteps, runMigrations } from "../sql/migration-runner.js";
 import type { SqlDriver, SqlSession } from "../sql/sql-driver.js";
@@ -150,6 +150,9 @@ CREATE INDEX IF NOT EXISTS rabbit_inbox_outbox_unordered_due ON rabbit_inbox_out
 /** How long a migrator waits for the write lock in all, as MySQL's waits for its migration lock. */
 const MIGRATION_LOCK_WAIT_MS = 60_000;
 
+/** Pauses between tries for the write lock: short at first, at most a quarter second. */
+const LOCK_BACKOFF = { baseDelayMs: 10, maxDelayMs: 250 } as const;
+
 /**
  * Creates or upgrades the tables in one BEGIN IMMEDIATE transaction: it holds the database's
  * only write lock, so migrators run one after the other, and a migration that fails leaves
@@ -166,7 +169,7 @@ export async function migrateSqlite(driver: SqlDriver<SqliteDatabase>, logger: L
     } catch (error) {
       const lockTaken = error instanceof TransientStoreError && error.kind === "transient";
       if (!lockTaken || Date.now() >= deadline) throw error;
-      await sleep(Math.min(250, 10 * attempt));
+      await sleep(backoffDelay(LOCK_BACKOFF, attempt));
     }
   }
 }
