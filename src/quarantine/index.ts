@@ -1,5 +1,5 @@
 export type {
-  AuditRecord, QuarantineAction, QuarantineAdmin, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus,
+  AuditLogPage, AuditRecord, QuarantineAction, QuarantineAdmin, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus,
   ResolutionRequest, StoredVersion,
 } from "./quarantine-admin.js";
 export { QuarantineOperationError } from "./quarantine-operation-error.js";

@@ -47,6 +47,12 @@ export interface AuditRecord {
   failure: string | null;
 }
 
+/** A page of the audit log, newest first (keyset paging: pass the last id seen as `beforeId`). */
+export interface AuditLogPage {
+  limit?: number;
+  beforeId?: number;
+}
+
 export interface ResolutionRequest {
   action: QuarantineAction;
   actor: string;
@@ -82,6 +88,8 @@ export interface QuarantineAdmin {
   /** Another quarantine entry of the same key carrying `fingerprint`: the body of a version the inbox saw. */
   findQuarantinedVersion(handler: string, key: EventKey, fingerprint: string): Promise<QuarantineDetail | null>;
   quarantineAudit(quarantineId: number): Promise<AuditRecord[]>;
+  /** Every entry's decisions, newest first: at most `limit` (default 100), ids below `beforeId` for the next page. */
+  auditLog(page?: AuditLogPage): Promise<AuditRecord[]>;
   /**
    * In one transaction: checks the entry can take the action (throws QuarantineOperationError
    * otherwise), records the audit row, writes any grant, and sets the status (`replayed` or

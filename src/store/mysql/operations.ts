@@ -1,6 +1,6 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
+  AuditLogPage, AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
@@ -253,6 +253,11 @@ export class MysqlInboxOperations implements InboxOperations {
 
   async quarantineAudit(quarantineId: number): Promise<AuditRecord[]> {
     return (await this.read(`SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE quarantine_id = ? ORDER BY id`, [quarantineId])).map(auditOf);
+  }
+
+  async auditLog(page: AuditLogPage = {}): Promise<AuditRecord[]> {
+    const before = page.beforeId === undefined ? "" : `WHERE id < ${Math.trunc(page.beforeId)}`;
+    return (await this.read(`SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} ${before} ORDER BY id DESC LIMIT ${listingLimit(page.limit ?? 100)}`)).map(auditOf);
   }
 
   async beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {

@@ -1,6 +1,6 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
+  AuditLogPage, AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
@@ -197,6 +197,12 @@ export class PostgresInboxOperations implements InboxOperations {
 
   async quarantineAudit(quarantineId: number): Promise<AuditRecord[]> {
     const { rows } = await this.query(`SELECT * FROM ${this.t.audit} WHERE quarantine_id = $1 ORDER BY id`, [quarantineId]);
+    return rows.map(toAudit);
+  }
+
+  async auditLog(page: AuditLogPage = {}): Promise<AuditRecord[]> {
+    const { rows } = await this.query(
+      `SELECT * FROM ${this.t.audit} WHERE ($1::bigint IS NULL OR id < $1) ORDER BY id DESC LIMIT $2`, [page.beforeId ?? null, page.limit ?? 100]);
     return rows.map(toAudit);
   }
 

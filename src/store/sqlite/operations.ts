@@ -1,6 +1,6 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
+  AuditLogPage, AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
@@ -180,6 +180,12 @@ export class SqliteInboxOperations implements InboxOperations {
   quarantineAudit(quarantineId: number): Promise<AuditRecord[]> {
     return this.driver.read(async (query) => (await all(query,
       "SELECT * FROM rabbit_inbox_quarantine_audit WHERE quarantine_id = ? ORDER BY id", quarantineId)).map(auditOf));
+  }
+
+  auditLog(page: AuditLogPage = {}): Promise<AuditRecord[]> {
+    const before = page.beforeId ?? null;
+    return this.driver.read(async (query) => (await all(query,
+      "SELECT * FROM rabbit_inbox_quarantine_audit WHERE (? IS NULL OR id < ?) ORDER BY id DESC LIMIT ?", before, before, page.limit ?? 100)).map(auditOf));
   }
 
   beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
