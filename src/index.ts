@@ -36,3 +36,4 @@ export { type InboxOperations, type OperationsCapable, type OutboxBacklog, hasOp
 export { type CompleteStore, hasOutboxRelay, isCompleteStore } from "./store/store-contract.js";
 export { type DatabaseKind, type DatabaseTarget, databaseTargetOf } from "./store/database-url.js";
 export { type OpenStoreOptions, type UrlStore, openStore } from "./store/open-store.js";
+export { type ConsoleHandler, type ConsoleOptions, createConsoleHandler } from "./console/index.js";

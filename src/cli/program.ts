@@ -1,5 +1,6 @@
 import { Command } from "commander";
 import { cleanupCommand } from "./commands/cleanup.js";
+import { consoleCommand } from "./commands/console.js";
 import { doctorCommand } from "./commands/doctor.js";
 import { migrateCommand } from "./commands/migrate.js";
 import { quarantineCommand } from "./commands/quarantine.js";
@@ -11,7 +12,7 @@ export function buildProgram(): Command {
     .description("operate a rabbit-inbox database: schema, status, checks, quarantine decisions and retention")
     .addHelpText("after", "\nDatabase: --database-url, else $DATABASE_URL, else ./data/ledger.sqlite. See docs/operations.md.")
     .showSuggestionAfterError(true);
-  for (const command of [migrateCommand(), statusCommand(), doctorCommand(), quarantineCommand(), cleanupCommand()]) {
+  for (const command of [migrateCommand(), statusCommand(), doctorCommand(), quarantineCommand(), cleanupCommand(), consoleCommand()]) {
     program.addCommand(command);
   }
   configure(program);

@@ -21,13 +21,16 @@ export function sideBySide(left: readonly string[], right: readonly string[], wi
   const col = Math.max(20, Math.floor((width - 3) / 2));
   const fit = (text: string) => (text.length > col ? `${text.slice(0, col - 1)}…` : text.padEnd(col));
   const out = [`${fit(titles[0])}   ${titles[1]}`.trimEnd(), `${"-".repeat(col)}   ${"-".repeat(col)}`];
-  for (const [l, mark, r] of align(left, right)) out.push(`${fit(l ?? "")} ${mark} ${r ?? ""}`.trimEnd());
+  for (const [l, mark, r] of alignLines(left, right)) out.push(`${fit(l ?? "")} ${mark} ${r ?? ""}`.trimEnd());
   return out;
 }
 
-type Row = [string | undefined, " " | "|" | "<" | ">", string | undefined];
+/** One aligned line pair: left, the mark (`|` changed, `<` left only, `>` right only), right. */
+export type AlignedRow = [string | undefined, " " | "|" | "<" | ">", string | undefined];
+type Row = AlignedRow;
 
-function align(a: readonly string[], b: readonly string[]): Row[] {
+/** Two texts aligned on their common lines; shared by the terminal view and the console's web page. */
+export function alignLines(a: readonly string[], b: readonly string[]): Row[] {
   if (a.length > MAX_LINES || b.length > MAX_LINES) {
     // Too long for a quadratic alignment: pair the lines as they come.
     return Array.from({ length: Math.max(a.length, b.length) }, (_, i): Row => [a[i], a[i] === b[i] ? " " : "|", b[i]]);

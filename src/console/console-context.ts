@@ -1,0 +1,92 @@
+import type { BrokerUrls } from "../amqp/broker-connection.js";
+import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
+import type { ConfirmedPublish } from "../quarantine/replay.js";
+import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
+import { openStore } from "../store/open-store.js";
+import { type ConsoleFilter, ConsoleRequestError } from "./console-filter.js";
+import { ConsoleSessions } from "./console-sessions.js";
+import { type QuarantineSelection, inProcessSelection } from "./quarantine-selection.js";
+
+export interface ConsoleOptions {
+  /** A store with operations (PostgresStore, MysqlStore, SqliteStore): the console uses it and does not close it. */
+  store?: OperationsCapable;
+  /** Or a database URL (like DATABASE_URL): the console opens its own store and closes it in `close()`. */
+  databaseUrl?: string;
+  /**
+   * Required for anything but a loopback-only console: every API call then needs
+   * `Authorization: Bearer <token>` or the session cookie the login page gives.
+   */
+  token?: string;
+  /** How replays are published: a confirmed publish of your own, or the broker URL(s) to open one on the first replay. */
+  publish?: ConfirmedPublish;
+  amqpUrl?: BrokerUrls;
+  confirmTimeoutMs?: number;
+  /** Where the console is mounted, e.g. `/ops/console` (links and the cookie's path use it). Default: the root. */
+  basePath?: string;
+  /** The replay window cleanup runs with (e.g. 14d), to show the retention horizon it implies. */
+  replayWindowMs?: number;
+  /** Session lifetime. Default 8 hours. */
+  sessionTtlMs?: number;
+}
+
+/** What every route needs: the database, the publisher, the sessions and the selection. */
+export class ConsoleContext {
+  readonly sessions: ConsoleSessions;
+  readonly basePath: string;
+  readonly selection: QuarantineSelection = inProcessSelection;
+  private opened: Promise<{ operations: InboxOperations; close?: () => Promise<void> }> | undefined;
+  private publisher: Promise<AmqpReplayPublisher> | undefined;
+
+  constructor(readonly options: ConsoleOptions) {
+    if (!options.store && !options.databaseUrl) throw new TypeError("createConsoleHandler needs a store or a databaseUrl");
+    this.sessions = new ConsoleSessions(options.token, options.sessionTtlMs);
+    this.basePath = (options.basePath ?? "").replace(/\/+$/, "");
+  }
+
+  operations(): Promise<InboxOperations> {
+    if (!this.opened) {
+      this.opened = this.open();
+      // A database that could not be opened is tried again on the next request.
+      this.opened.catch(() => { this.opened = undefined; });
+    }
+    return this.opened.then((o) => o.operations);
+  }
+
+  /** The confirmed publish replays go through; a 503 when the console was given no broker. */
+  async publish(): Promise<ConfirmedPublish> {
+    if (this.options.publish) return this.options.publish;
+    if (this.options.amqpUrl === undefined) throw new ConsoleRequestError("this console has no broker to replay to (give it amqpUrl or publish)", 503);
+    this.publisher ??= AmqpReplayPublisher.connect(this.options.amqpUrl, {
+      connectionName: `rabbit-inbox console ${process.pid}`, ...(this.options.confirmTimeoutMs ? { confirmTimeoutMs: this.options.confirmTimeoutMs } : {}),
+    });
+    this.publisher.catch(() => { this.publisher = undefined; });
+    return (await this.publisher).publish;
+  }
+
+  /** A link inside the console. */
+  href(path: string): string {
+    return `${this.basePath}${path}`;
+  }
+
+  /** The filter a group's entries share. */
+  groupFilter(key: string, status: ConsoleFilter["status"]): ConsoleFilter {
+    return { status, group: key, limit: 50 };
+  }
+
+  async close(): Promise<void> {
+    const opened = this.opened;
+    const publisher = this.publisher;
+    this.opened = undefined;
+    this.publisher = undefined;
+    await Promise.allSettled([opened?.then((o) => o.close?.()), publisher?.then((p) => p.close())]);
+  }
+
+  private async open(): Promise<{ operations: InboxOperations; close?: () => Promise<void> }> {
+    if (this.options.store) {
+      if (!hasOperations(this.options.store)) throw new TypeError("the console's store has no operations()");
+      return { operations: this.options.store.operations() };
+    }
+    const store = await openStore(this.options.databaseUrl!, { poolSize: 4, source: "the console's database URL" });
+    return { operations: store.operations(), close: () => store.close() };
+  }
+}

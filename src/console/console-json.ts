@@ -1,0 +1,67 @@
+import type { ConflictDiff } from "../quarantine/conflict-diff.js";
+import { decodePayload } from "../quarantine/payload-diff.js";
+import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
+import type { OutboxBacklog } from "../store/operations.js";
+import type { BulkOutcome, ConsoleGroup } from "./quarantine-selection.js";
+
+/** The API's JSON: snake_case like the `--json` output of the `rabbit-inbox` command. */
+const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+export function entrySummaryJson(e: QuarantineDetail) {
+  return {
+    id: e.id, handler: e.handler, tenant: e.tenant, event_id: e.eventId, reason: e.reason, status: e.status,
+    occurrences: e.occurrences, first_seen: iso(e.firstSeen), last_seen: iso(e.lastSeen), event_time: iso(e.eventTime),
+    queue: e.queue, detail: e.detail,
+  };
+}
+
+export function entryFullJson(e: QuarantineDetail, audit: AuditRecord[]) {
+  const payload = decodePayload(e.body);
+  let properties: unknown = e.properties;
+  try {
+    properties = JSON.parse(e.properties);
+  } catch {
+    // keep the text
+  }
+  return {
+    ...entrySummaryJson(e), fingerprint: e.fingerprint, stored_fingerprint: e.storedFingerprint, body_truncated: e.bodyTruncated,
+    body: payload.json ? payload.value : payload.text, properties, audit: audit.map(auditJson),
+  };
+}
+
+export function auditJson(a: AuditRecord) {
+  return {
+    id: a.id, quarantine_id: a.quarantineId, action: a.action, actor: a.actor, reason: a.reason, options: a.options ? a.options.split(",") : [],
+    at: iso(a.at), published_at: iso(a.publishedAt), failure: a.failure,
+  };
+}
+
+export function diffJson(diff: ConflictDiff) {
+  const value = (p: ConflictDiff["incoming"]["payload"]) => (p === null ? null : p.json ? p.value : p.text);
+  return {
+    id: diff.entry.id, handler: diff.entry.handler, tenant: diff.entry.tenant, event_id: diff.entry.eventId,
+    stored: {
+      fingerprint: diff.stored.fingerprint, first_seen: iso(diff.stored.firstSeen), payload: value(diff.stored.payload),
+      source: diff.stored.source, replaced_since: diff.stored.replacedSince, note: diff.stored.note,
+    },
+    new: { fingerprint: diff.incoming.fingerprint, payload: value(diff.incoming.payload), truncated: diff.incoming.truncated },
+    changes: diff.changes,
+  };
+}
+
+export function groupJson(g: ConsoleGroup) {
+  return { key: g.key, handler: g.handler, reason: g.reason, cause: g.cause, status: g.status, entries: g.entries, first_seen: iso(g.firstSeen), last_seen: iso(g.lastSeen) };
+}
+
+export function bulkJson(r: BulkOutcome) {
+  return { dry_run: r.dryRun, selected: r.selected, by_reason: r.byReason, done: r.done, skipped: r.skipped, failed: r.failed };
+}
+
+export function outboxJson(b: OutboxBacklog) {
+  return {
+    pending: b.pending, oldest_pending_at: iso(b.oldestPendingAt),
+    oldest_age_seconds: b.oldestPendingAt ? Math.max(0, Math.round((b.now.getTime() - b.oldestPendingAt.getTime()) / 1000)) : null,
+    failing: b.failing, unroutable: b.unroutable,
+    worst: b.worst ? { exchange: b.worst.exchange, routing_key: b.worst.routingKey, attempts: b.worst.attempts, last_error: b.worst.lastError } : null,
+  };
+}

@@ -1,0 +1,69 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { ConsoleRequestError } from "./console-filter.js";
+import type { Html } from "./html.js";
+
+const MAX_BODY_BYTES = 64 * 1024;
+
+/**
+ * Sent with every response: scripts and styles only from the console's own files (no inline
+ * script can run, even if some text ever escaped its escaping), no framing, no referrer.
+ */
+const SECURITY_HEADERS: Record<string, string> = {
+  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-store",
+};
+
+function send(res: ServerResponse, status: number, type: string, body: string | Buffer, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, "content-type": type, "content-length": Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+  send(res, status, "application/json; charset=utf-8", JSON.stringify(value), headers);
+}
+
+export function sendHtml(res: ServerResponse, status: number, page: Html, headers: Record<string, string> = {}): void {
+  send(res, status, "text/html; charset=utf-8", page.text, headers);
+}
+
+export function sendAsset(res: ServerResponse, type: string, body: string): void {
+  send(res, 200, type, body, { "cache-control": "public, max-age=300" });
+}
+
+export function redirect(res: ServerResponse, location: string, headers: Record<string, string> = {}): void {
+  send(res, 303, "text/plain; charset=utf-8", "", { location, ...headers });
+}
+
+/** A request body as fields: a JSON object, or a form (`application/x-www-form-urlencoded`). */
+export async function readFields(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) throw new ConsoleRequestError("request body too large", 413);
+    chunks.push(chunk);
+  }
+  const text = Buffer.concat(chunks).toString("utf8");
+  const type = (req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type === "application/json") {
+    if (text.trim() === "") return {};
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch {
+      throw new ConsoleRequestError("the body is not valid JSON");
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) throw new ConsoleRequestError("the body must be a JSON object");
+    return value as Record<string, unknown>;
+  }
+  if (type === "application/x-www-form-urlencoded" || text === "") return Object.fromEntries(new URLSearchParams(text));
+  throw new ConsoleRequestError(`unsupported content type ${JSON.stringify(type)}: send application/json or a form`, 415);
+}
+
+/** True when the request was made over TLS, directly or (as a proxy says) in front of us. */
+export function isSecure(req: IncomingMessage): boolean {
+  return (req.socket as { encrypted?: boolean }).encrypted === true || req.headers["x-forwarded-proto"] === "https";
+}

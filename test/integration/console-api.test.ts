@@ -1,0 +1,228 @@
+/**
+ * The operator console's JSON API and pages over a real PostgreSQL schema, MariaDB database and
+ * SQLite file: authentication (401), CSRF and Origin checks, listing with filters and keyset
+ * paging, the conflict diff, bulk actions with their dry run, the audit log, the outbox and
+ * retention panels, and escaping of producer-controlled text.
+ */
+import { randomBytes } from "node:crypto";
+import { request } from "node:http";
+import { afterEach, describe, expect, it } from "vitest";
+import { deleteQueues, drainQueue, withChannel, amqpUrl } from "../support/broker.js";
+import { TEST_TOKEN, startConsole } from "../support/console-server.js";
+import { outboxTableAt } from "../support/outbox.js";
+import { type RetentionFixture, delivery, event, retentionFixture } from "../support/retention-fixture.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
+});
+
+/** Two conflicts (one carrying a script tag), three invalid bodies and one account_missing-like failure in tenant t2. */
+async function seed(f: RetentionFixture, queue = "retention.events"): Promise<void> {
+  const p = f.pipeline();
+  await p.process([delivery(event("c-1", { n: 1 }), { queue })]);
+  await p.process([delivery(event("c-1", { n: 2 }), { queue })]);
+  await p.process([delivery(event("c-2", { n: 1 }), { queue })]);
+  await p.process([delivery(event("c-2", { n: 1, note: "<script>window.__pwned = 1</script>" }), { queue })]);
+  for (const i of [1, 2, 3]) await p.process([delivery(`{broken ${i}` as unknown as object, { queue })]);
+}
+
+const json = (r: Response) => r.json() as Promise<Record<string, unknown>>;
+const bearer = { authorization: `Bearer ${TEST_TOKEN}` };
+const post = (body: unknown, headers: Record<string, string> = {}) => ({ method: "POST", headers: { "content-type": "application/json", ...bearer, ...headers }, body: JSON.stringify(body) });
+
+describe.each(TEST_DATABASES)("console API on %s", (kind) => {
+  it("needs the token: 401 without it or with a wrong one, a login redirect for pages; the cookie is a session id, HttpOnly and SameSite=Strict", async () => {
+    const f = await retentionFixture(kind);
+    await seed(f);
+    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+
+    for (const headers of [{} as Record<string, string>, { authorization: "Bearer wrong-token" }, { authorization: `Basic ${Buffer.from(`x:${TEST_TOKEN}`).toString("base64")}` }]) {
+      const r = await c.call("/api/quarantine", { headers });
+      expect(r.status).toBe(401);
+      expect(r.headers.get("www-authenticate")).toMatch(/^Bearer/);
+      expect(JSON.stringify(await json(r))).not.toContain("c-1");
+    }
+    expect((await c.call("/api/bulk/discard", post({ reason: "x", expected: 5 }, { authorization: "Bearer nope" }))).status).toBe(401);
+    expect((await f.ops.listQuarantineEntries()).every((e) => e.status === "held")).toBe(true);
+    const page = await c.call("/");
+    expect(page.status).toBe(303);
+    expect(page.headers.get("location")).toBe("/login");
+
+    const wrong = await c.call("/login", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "token=guess&name=mallory" });
+    expect(wrong.status).toBe(401);
+    expect(wrong.headers.get("set-cookie")).toBeNull();
+
+    const login = await c.call("/login", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams({ token: TEST_TOKEN, name: "alice" }).toString() });
+    expect(login.status).toBe(303);
+    const cookie = login.headers.get("set-cookie")!;
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/SameSite=Strict/);
+    expect(cookie).not.toContain(TEST_TOKEN);
+    const listed = await c.call("/api/quarantine", { headers: { cookie: cookie.split(";")[0]! } });
+    expect(listed.status).toBe(200);
+    expect((await c.call("/api/quarantine", { headers: bearer })).status).toBe(200);
+  });
+
+  it("refuses state changes without the session's CSRF token or from another origin, and audits the actor of those it does", async () => {
+    const f = await retentionFixture(kind);
+    await seed(f);
+    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+    const { cookie, csrf } = await c.login(TEST_TOKEN, "alice");
+    const [invalid] = await f.ops.listQuarantineEntries({ reason: "invalid" });
+    const discard = (headers: Record<string, string>) => c.call(`/api/quarantine/${invalid!.id}/discard`, {
+      method: "POST", headers: { "content-type": "application/json", cookie, ...headers }, body: JSON.stringify({ reason: "test garbage" }),
+    });
+    expect((await discard({})).status).toBe(403);
+    expect((await discard({ "x-csrf-token": "forged" })).status).toBe(403);
+    expect((await discard({ "x-csrf-token": csrf, origin: "https://evil.example" })).status).toBe(403);
+    const form = await c.call(`/entries/${invalid!.id}/discard`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", cookie }, body: "reason=forged" });
+    expect(form.status).toBe(403);
+    expect(await c.call(`/api/quarantine/${invalid!.id}/discard`, { method: "GET", headers: { cookie } }).then((r) => r.status)).toBe(404);
+    expect((await f.ops.getQuarantineEntry(invalid!.id))?.status).toBe("held");
+    expect(await f.ops.quarantineAudit(invalid!.id)).toEqual([]);
+
+    const done = await discard({ "x-csrf-token": csrf, origin: c.url });
+    expect(done.status).toBe(200);
+    expect((await f.ops.getQuarantineEntry(invalid!.id))?.status).toBe("discarded");
+    const [audit] = await f.ops.quarantineAudit(invalid!.id);
+    expect(audit).toMatchObject({ action: "discard", actor: "console:alice", reason: "test garbage" });
+
+    // The page form with its hidden field works too.
+    const [second] = await f.ops.listQuarantineEntries({ reason: "invalid" });
+    const viaForm = await c.call(`/entries/${second!.id}/discard`, {
+      method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", cookie }, body: new URLSearchParams({ _csrf: csrf, reason: "from the page" }).toString(),
+    });
+    expect(viaForm.status).toBe(303);
+    expect((await f.ops.quarantineAudit(second!.id))[0]).toMatchObject({ actor: "console:alice", reason: "from the page" });
+  });
+
+  it("lists with filters and keyset paging, shows one entry, diffs a conflict, groups by cause", async () => {
+    const f = await retentionFixture(kind);
+    await seed(f);
+    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+    const get = async (path: string) => { const r = await c.call(path, { headers: bearer }); expect(r.status, path).toBe(200); return json(r); };
+    type Listed = { entries: Array<{ id: number; reason: string; event_id: string | null }>; next_after: number | null };
+
+    const all = (await get("/api/quarantine")) as Listed;
+    expect(all.entries.map((e) => e.reason)).toEqual(["conflict", "conflict", "invalid", "invalid", "invalid"]);
+    const page1 = (await get("/api/quarantine?limit=2")) as Listed;
+    expect(page1.entries.map((e) => e.id)).toEqual(all.entries.slice(0, 2).map((e) => e.id));
+    const page2 = (await get(`/api/quarantine?limit=2&after=${page1.next_after}`)) as Listed;
+    expect(page2.entries.map((e) => e.id)).toEqual(all.entries.slice(2, 4).map((e) => e.id));
+    const page3 = (await get(`/api/quarantine?limit=2&after=${page2.next_after}`)) as Listed;
+    expect(page3.entries.map((e) => e.id)).toEqual([all.entries[4]!.id]);
+    expect(page3.next_after).toBeNull();
+    expect(((await get("/api/quarantine?reason=conflict&tenant=t1")) as Listed).entries.map((e) => e.event_id)).toEqual(["c-1", "c-2"]);
+    expect(((await get("/api/quarantine?tenant=t2")) as Listed).entries).toEqual([]);
+    expect(((await get("/api/quarantine?status=discarded")) as Listed).entries).toEqual([]);
+    expect((await c.call("/api/quarantine?since=yesterday", { headers: bearer })).status).toBe(400);
+
+    const conflict = all.entries[0]!;
+    const shown = await get(`/api/quarantine/${conflict.id}`);
+    expect(shown).toMatchObject({ id: conflict.id, reason: "conflict", body: event("c-1", { n: 2 }), audit: [] });
+    const diff = await get(`/api/quarantine/${conflict.id}/diff`);
+    expect(diff).toMatchObject({ new: { payload: event("c-1", { n: 2 }) }, stored: { payload: null } });
+    expect((await c.call(`/api/quarantine/${all.entries[2]!.id}/diff`, { headers: bearer })).status).toBe(409);
+    expect((await c.call("/api/quarantine/999999", { headers: bearer })).status).toBe(404);
+
+    const groups = (await get("/api/groups")).groups as Array<{ key: string; reason: string; entries: number }>;
+    expect(groups.map((g) => [g.reason, g.entries])).toEqual([["invalid", 3], ["conflict", 2]]);
+    const inGroup = (await get(`/api/quarantine?group=${groups[0]!.key}`)) as Listed;
+    expect(inGroup.entries.map((e) => e.reason)).toEqual(["invalid", "invalid", "invalid"]);
+
+    // The script tag in a payload is text on the page, and no page allows inline script.
+    const pageResponse = await c.call(`/entries/${all.entries[1]!.id}`, { headers: { cookie: (await c.login(TEST_TOKEN)).cookie } });
+    const text = await pageResponse.text();
+    expect(pageResponse.headers.get("content-security-policy")).toMatch(/script-src 'self'/);
+    expect(pageResponse.headers.get("content-security-policy")).not.toMatch(/unsafe-inline/);
+    expect(text).toContain("&lt;script&gt;window.__pwned = 1&lt;/script&gt;");
+    expect(text).not.toContain("<script>window");
+  });
+
+  it("bulk discard: a dry run counts by reason, a real run needs the confirmed count, and every entry gets its audit record", async () => {
+    const f = await retentionFixture(kind);
+    await seed(f);
+    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+    const dry = await json(await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, dryRun: true })));
+    expect(dry).toMatchObject({ dry_run: true, selected: 3, by_reason: { invalid: 3 }, done: 0 });
+    expect(await f.ops.auditLog()).toEqual([]);
+    expect((await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, reason: "garbage" }))).status).toBe(400);
+    const stale = await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, reason: "garbage", expected: 2 }));
+    expect(stale.status).toBe(409);
+    expect(await f.ops.auditLog()).toEqual([]);
+    const run = await json(await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, reason: "garbage", expected: 3 }, { "x-console-actor": "bob" })));
+    expect(run).toMatchObject({ dry_run: false, selected: 3, done: 3, skipped: [], failed: [] });
+    const log = await json(await c.call("/api/audit?limit=2", { headers: bearer }));
+    const audit = log.audit as Array<{ id: number; action: string; actor: string }>;
+    expect(audit.map((a) => [a.action, a.actor])).toEqual([["discard", "console:bob"], ["discard", "console:bob"]]);
+    expect(audit[0]!.id).toBeGreaterThan(audit[1]!.id);
+    const older = await json(await c.call(`/api/audit?limit=2&before=${String(log.next_before)}`, { headers: bearer }));
+    expect((older.audit as unknown[]).length).toBe(1);
+    expect((await f.ops.listQuarantineEntries({ reason: "invalid" })).length).toBe(0);
+    expect((await f.ops.listQuarantineEntries({ reason: "conflict" })).length).toBe(2);
+  });
+
+  it("replays one entry and a group through the broker with confirms; conflicts need accept-new", async () => {
+    const f = await retentionFixture(kind);
+    const queue = `ri.test.console.${randomBytes(4).toString("hex")}`;
+    cleanups.push(() => deleteQueues(queue));
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
+    await seed(f, queue);
+    const c = await startConsole({ store: f.store, token: TEST_TOKEN, amqpUrl });
+    const [invalid] = await f.ops.listQuarantineEntries({ reason: "invalid" });
+    const one = await c.call(`/api/quarantine/${invalid!.id}/replay`, post({ reason: "retry" }));
+    expect(one.status).toBe(200);
+    const bulk = await json(await c.call("/api/bulk/replay", post({ filter: { status: "held" }, reason: "after the fix", expected: 4 })));
+    expect(bulk).toMatchObject({ selected: 4, done: 2, failed: [] });
+    expect((bulk.skipped as Array<{ why: string }>).map((s) => s.why)).toEqual([expect.stringMatching(/conflict/), expect.stringMatching(/conflict/)]);
+    expect(await drainQueue(queue)).toHaveLength(3);
+    expect((await f.ops.listQuarantineEntries()).map((e) => e.reason)).toEqual(["conflict", "conflict"]);
+    expect((await f.ops.auditLog()).every((a) => a.publishedAt !== null && a.actor === "console:api")).toBe(true);
+  });
+
+  it("shows the outbox backlog and the dedup table with its retention horizon", async () => {
+    const f = await retentionFixture(kind);
+    await seed(f);
+    const c = await startConsole({ store: f.store, token: TEST_TOKEN, replayWindowMs: 14 * 86_400_000 });
+    expect(await json(await c.call("/api/outbox", { headers: bearer }))).toMatchObject({ pending: 0, failing: 0, oldest_pending_at: null, worst: null });
+    const ago = (ms: number) => (kind === "postgres" ? `now() - interval '${ms} milliseconds'` : kind === "mysql" ? `UTC_TIMESTAMP(6) - INTERVAL ${ms * 1000} MICROSECOND` : String(Date.now() - ms));
+    await outboxTableAt(f.url).exec(`INSERT INTO rabbit_inbox_outbox (message_id, exchange, routing_key, body, properties, created_at, available_at, attempts, last_error)
+       VALUES ('m1', 'ex', 'acct', ${kind === "postgres" ? "'\\x00'::bytea" : "X'00'"}, '{}', ${ago(600_000)}, ${ago(600_000)}, 2, 'unroutable: no queue bound')`);
+    const outbox = await json(await c.call("/api/outbox", { headers: bearer }));
+    expect(outbox).toMatchObject({ pending: 1, failing: 1, unroutable: 1, worst: { exchange: "ex", routing_key: "acct", attempts: 2 } });
+    expect(outbox.oldest_age_seconds).toBeGreaterThanOrEqual(590);
+
+    const retention = await json(await c.call("/api/retention", { headers: bearer }));
+    expect(retention).toMatchObject({ dedup_records: 2, replay_window_ms: 14 * 86_400_000, handlers: [{ handler: "retention", records: 2, purged_through: null }] });
+    expect((retention.hold as { reason: string }).reason).toBe("conflict");
+    expect(new Date(retention.cutoff as string).getTime()).toBeLessThan(Date.now() - 13 * 86_400_000);
+    const page = await (await c.call("/status", { headers: { cookie: (await c.login(TEST_TOKEN)).cookie } })).text();
+    expect(page).toMatch(/<dd id="outbox-pending">1<\/dd>/);
+    expect(page).toContain("2 dedup records.");
+  });
+
+  it("without a token: answers loopback host names only, and a page's forms still carry a CSRF token", async () => {
+    const f = await retentionFixture(kind);
+    await seed(f);
+    const c = await startConsole({ store: f.store });
+    expect((await c.call("/api/quarantine")).status).toBe(200);
+    // A DNS-rebound name reaches the same socket with another Host header (fetch cannot set it).
+    const rebound = await new Promise<number>((done, fail) => {
+      const req = request(`${c.url}/api/quarantine`, { headers: { host: "attacker.example" } }, (res) => { res.resume(); done(res.statusCode!); });
+      req.once("error", fail);
+      req.end();
+    });
+    expect(rebound).toBe(403);
+    const [invalid] = await f.ops.listQuarantineEntries({ reason: "invalid" });
+    const form = await c.call(`/entries/${invalid!.id}/discard`, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "reason=forged" });
+    expect(form.status).toBe(403);
+    const crossSite = await c.call(`/api/quarantine/${invalid!.id}/discard`, { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify({ reason: "forged" }) });
+    expect(crossSite.status).toBe(403);
+    expect((await f.ops.getQuarantineEntry(invalid!.id))?.status).toBe("held");
+    const page = await c.call("/");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("set-cookie")).toMatch(/HttpOnly; SameSite=Strict/);
+  });
+});
