@@ -42,7 +42,9 @@ export async function discardOne(ctx: ConsoleContext, id: number, actor: string,
  * between, nothing is done and the new count is reported instead.
  */
 export async function runBulk(ctx: ConsoleContext, action: "replay" | "discard", actor: string, fields: Fields): Promise<BulkOutcome> {
-  const raw = (fields.filter !== null && typeof fields.filter === "object" ? fields.filter : fields) as Fields;
+  // JSON nests the filter under `filter`; a form names its fields `filter.<name>` (its own `reason` is the audit's).
+  const raw = (fields.filter !== null && typeof fields.filter === "object" ? fields.filter
+    : Object.fromEntries(Object.entries(fields).filter(([k]) => k.startsWith("filter.")).map(([k, v]) => [k.slice(7), v]))) as Fields;
   const filter = parseFilter((name) => raw[name]);
   const dryRun = flag(fields.dryRun ?? fields.dry_run);
   const limit = positiveOrUndefined(fields.limit, "limit");

@@ -6,13 +6,15 @@ const MAX_BODY_BYTES = 64 * 1024;
 
 /**
  * Sent with every response: scripts and styles only from the console's own files (no inline
- * script can run, even if some text ever escaped its escaping), no framing, no referrer.
+ * script can run, even if some text ever escaped its escaping), no framing, no referrer to other
+ * sites. `same-origin` rather than `no-referrer`: under `no-referrer` a browser sends `Origin: null`
+ * with a form POST, and the Origin check would refuse the console's own forms.
  */
 const SECURITY_HEADERS: Record<string, string> = {
   "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
-  "referrer-policy": "no-referrer",
+  "referrer-policy": "same-origin",
   "cache-control": "no-store",
 };
 

@@ -57,13 +57,13 @@ ${hold ? html`<p class="note">Cleanup hold: <a href="${ctx.href(`/entries/${hold
 }
 
 const hiddenFilter = (fields: Record<string, string | undefined>) =>
-  FILTER_FIELDS.map((name) => (fields[name] ? html`<input type="hidden" name="${name}" value="${fields[name]}">` : ""));
+  FILTER_FIELDS.map((name) => (fields[name] ? html`<input type="hidden" name="filter.${name}" value="${fields[name]}">` : ""));
 
 /** The confirmation of a bulk action: a dry run first, so the button states how many entries it acts on. */
 export async function bulkConfirmPage(ctx: ConsoleContext, session: ConsoleSession | null, query: URLSearchParams): Promise<Html> {
   const action = query.get("action") === "discard" ? "discard" : "replay";
   const filter = parseFilter((name) => query.get(name) ?? undefined);
-  const preview = await runBulk(ctx, action, session?.actor ?? "console", { ...Object.fromEntries(query), dryRun: true });
+  const preview = await runBulk(ctx, action, session?.actor ?? "console", { filter: Object.fromEntries(query), dryRun: true });
   const fields = filterFields(filter);
   const verb = action === "replay" ? "Replay" : "Discard";
   const reasons = Object.entries(preview.byReason).map(([r, n]) => `${n} ${r}`).join(", ");

@@ -57,7 +57,9 @@ const SCAN_LIMIT = 10_000;
  */
 export function normaliseCause(detail: string): string {
   return detail
-    .replace(/"[^"]*"|'[^']*'/g, "\"…\"")
+    // Greedy: a quoted snippet of the body may itself hold quotes (and end in "...").
+    .replace(/"[\s\S]*"(\.\.\.)?/, "\"…\"")
+    .replace(/'[^']*'/g, "'…'")
     .replace(/\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b/gi, "<uuid>")
     .replace(/\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b/gi, "<hex>")
     .replace(/\d+/g, "<n>")
