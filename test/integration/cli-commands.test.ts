@@ -39,7 +39,7 @@ function expectOneLineError(run: CliRun, code: number, pattern: RegExp): void {
 describe("rabbit-inbox: help and errors", () => {
   it("--help works on every command and subcommand", async () => {
     const commands = [[], ["migrate"], ["status"], ["doctor"], ["cleanup"], ["quarantine"], ["quarantine", "list"], ["quarantine", "show"],
-      ["quarantine", "diff"], ["quarantine", "replay"], ["quarantine", "discard"]];
+      ["quarantine", "diff"], ["quarantine", "replay"], ["quarantine", "discard"], ["console"]];
     const runs = await Promise.all(commands.map((c) => runRabbitInbox([...c, "--help"])));
     runs.forEach((run, i) => {
       expect(run.code, commands[i]!.join(" ")).toBe(0);

@@ -1,0 +1,65 @@
+import { describe, expect, it } from "vitest";
+import { ConsoleRequestError, parseFilter } from "../../src/console/console-filter.js";
+import { ConsoleSessions, consoleActor, csrfMatches, isLoopbackHost } from "../../src/console/console-sessions.js";
+import { escapeHtml, html } from "../../src/console/html.js";
+import { normaliseCause } from "../../src/console/quarantine-selection.js";
+import type { IncomingMessage } from "node:http";
+
+const request = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
+
+describe("console pieces", () => {
+  it("escapes every interpolated value, and only markup built by html stays markup", () => {
+    expect(escapeHtml(`<script>"x" & 'y'</script>`)).toBe("&lt;script&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/script&gt;");
+    const inner = html`<b>${"<i>"}</b>`;
+    expect(html`<p title="${'" onmouseover="x'}">${inner}${["<a>", 1, null, false]}</p>`.text)
+      .toBe('<p title="&quot; onmouseover=&quot;x"><b>&lt;i&gt;</b>&lt;a&gt;1</p>');
+  });
+
+  it("loopback names are loopback; everything else is not", () => {
+    for (const host of ["127.0.0.1", "127.0.0.1:8089", "localhost", "localhost:1", "[::1]:8089", "::1", "127.8.9.10"]) expect(isLoopbackHost(host), host).toBe(true);
+    for (const host of ["0.0.0.0", "::", "192.168.1.2:80", "localhost.evil.example", "127.0.0.1.nip.io", "[::]:8089", ""]) expect(isLoopbackHost(host), host).toBe(false);
+  });
+
+  it("a bearer token must match exactly; a session is found by its cookie and its CSRF token must match", () => {
+    const sessions = new ConsoleSessions("the-right-token-123456");
+    expect(sessions.callerOf(request({}))).toBeNull();
+    expect(sessions.callerOf(request({ authorization: "Bearer the-right-token-12345" }))).toBeNull();
+    expect(sessions.callerOf(request({ authorization: "Bearer the-right-token-123456x" }))).toBeNull();
+    expect(sessions.callerOf(request({ authorization: "Bearer the-right-token-123456" }))).toMatchObject({ via: "bearer", actor: "console:api" });
+    const session = sessions.open("alice\u0007");
+    expect(session.actor).toBe("console:alice");
+    expect(session.id).not.toContain("the-right-token");
+    expect(sessions.callerOf(request({ cookie: `other=1; rabbit_inbox_console=${session.id}` }))).toMatchObject({ via: "session", actor: "console:alice" });
+    expect(sessions.callerOf(request({ cookie: "rabbit_inbox_console=forged" }))).toBeNull();
+    expect(csrfMatches(session, session.csrf)).toBe(true);
+    expect(csrfMatches(session, undefined)).toBe(false);
+    expect(csrfMatches(session, "")).toBe(false);
+    expect(csrfMatches(session, session.csrf.slice(1))).toBe(false);
+    sessions.close(session.id);
+    expect(sessions.callerOf(request({ cookie: `rabbit_inbox_console=${session.id}` }))).toBeNull();
+    expect(consoleActor(undefined)).toBe("console");
+    expect(new ConsoleSessions(undefined).callerOf(request({}))).toMatchObject({ via: "open", actor: "console" });
+  });
+
+  it("an expired session is gone", () => {
+    const sessions = new ConsoleSessions("t".repeat(20), -1);
+    const session = sessions.open("bob");
+    expect(sessions.callerOf(request({ cookie: `rabbit_inbox_console=${session.id}` }))).toBeNull();
+  });
+
+  it("reads a filter and refuses what it cannot mean", () => {
+    const q = (text: string) => { const p = new URLSearchParams(text); return parseFilter((n) => p.get(n) ?? undefined); };
+    expect(q("")).toEqual({ status: "held", limit: 50 });
+    expect(q("status=all&handler=h&reason=conflict&tenant=t&since=2026-01-01T00:00:00Z&after=7&limit=10&text=x")).toEqual({
+      status: "all", handler: "h", reason: "conflict", tenant: "t", since: new Date("2026-01-01T00:00:00Z"), afterId: 7, limit: 10, text: "x",
+    });
+    for (const bad of ["status=gone", "since=yesterday", "after=0", "after=-1", "limit=501", "limit=1.5"]) expect(() => q(bad), bad).toThrow(ConsoleRequestError);
+  });
+
+  it("a cause without what varies between occurrences", () => {
+    expect(normaliseCause("account 17 missing")).toBe(normaliseCause("account 42 missing"));
+    expect(normaliseCause(`Unexpected token '<', "<order id="1"/>" is not valid JSON`)).toBe(normaliseCause(`Unexpected token '<', "<script>wi"... is not valid JSON`));
+    expect(normaliseCause("stored 81cada2cc5d4, new c5e3d8b10070")).toBe("stored <hex>, new <hex>");
+    expect(normaliseCause("account missing")).not.toBe(normaliseCause("currency missing"));
+  });
+});
