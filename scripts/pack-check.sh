@@ -17,7 +17,7 @@ tarball="$scratch/$tarball_name"
 # What a published package must carry: the compiled entry points, the launcher, and the docs
 # that the README and --help point to. Nothing of the development checkout (tests, tsconfig).
 listing="$(tar -tzf "$tarball")"
-for required in package/dist/index.js package/dist/index.d.ts package/dist/cli/main.js package/bin/rabbit-inbox.js package/README.md; do
+for required in package/dist/index.js package/dist/index.d.ts package/dist/cli/main.js package/dist/console/console-assets.js package/docs/console/groups.png package/bin/rabbit-inbox.js package/README.md; do
   grep -qx "$required" <<<"$listing" || fail "the tarball lacks $required"
 done
 for doc in $(cd "$repo" && { grep -oh 'docs/[a-z0-9-]*\.md' README.md; node bin/rabbit-inbox.js --help; } | grep -o 'docs/[a-z0-9-]*\.md' | sort -u); do
