@@ -226,3 +226,36 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     expect(page.headers.get("set-cookie")).toMatch(/HttpOnly; SameSite=Strict/);
   });
 });
+
+describe("console mounted under a path", () => {
+  it("works whether the framework strips the prefix (Express) or not (Fastify's raw request): links and the cookie carry the path", async () => {
+    const f = await retentionFixture(TEST_DATABASES[0]!);
+    await seed(f);
+    const { createServer } = await import("node:http");
+    const { createConsoleHandler } = await import("../../src/console/index.js");
+    const handler = createConsoleHandler({ store: f.store, token: TEST_TOKEN, basePath: "/ops/console/" });
+    const server = createServer((req, res) => {
+      // x-strip: 1 plays Express (strips the mount path); 0 passes the raw URL, as Fastify does.
+      if (req.headers["x-strip"] === "1" && req.url?.startsWith("/ops/console")) req.url = req.url.slice("/ops/console".length) || "/";
+      handler(req, res);
+    });
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", () => done()));
+    cleanups.push(async () => { server.closeAllConnections(); await new Promise((done) => server.close(done)); await handler.close(); });
+    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    for (const strip of ["1", "0"]) {
+      const page = await fetch(`${base}/ops/console/entries`, { redirect: "manual", headers: { "x-strip": strip } });
+      expect(page.status).toBe(303);
+      expect(page.headers.get("location")).toBe("/ops/console/login");
+      const login = await fetch(`${base}/ops/console/login`, {
+        method: "POST", redirect: "manual", headers: { "x-strip": strip, "content-type": "application/x-www-form-urlencoded" }, body: `token=${TEST_TOKEN}`,
+      });
+      expect(login.headers.get("location")).toBe("/ops/console/");
+      expect(login.headers.get("set-cookie")).toMatch(/Path=\/ops\/console;/);
+      const cookie = login.headers.get("set-cookie")!.split(";")[0]!;
+      const listed = await (await fetch(`${base}/ops/console/entries`, { headers: { "x-strip": strip, cookie } })).text();
+      expect(listed).toContain('href="/ops/console/assets/console.css"');
+      expect(listed).toMatch(/href="\/ops\/console\/entries\/\d+"/);
+      expect((await fetch(`${base}/ops/console/api/groups`, { headers: { "x-strip": strip, authorization: `Bearer ${TEST_TOKEN}` } })).status).toBe(200);
+    }
+  });
+});
