@@ -29,6 +29,7 @@ td.detail, td.cause { max-width: 40rem; overflow-wrap: anywhere; }
 .field { display: flex; flex-direction: column; gap: .15rem; margin-bottom: .5rem; }
 .field label { font-size: .85rem; color: var(--muted); }
 .check { margin: .5rem 0; }
+form button + a { margin-left: 1rem; }
 input, select, button { font: inherit; padding: .25rem .4rem; }
 button { cursor: pointer; border: 1px solid var(--accent); background: var(--accent); color: #fff; border-radius: 4px; }
 button.danger { background: var(--bad); border-color: var(--bad); }

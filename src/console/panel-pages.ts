@@ -67,7 +67,11 @@ export async function bulkConfirmPage(ctx: ConsoleContext, session: ConsoleSessi
   const fields = filterFields(filter);
   const verb = action === "replay" ? "Replay" : "Discard";
   const reasons = Object.entries(preview.byReason).map(([r, n]) => `${n} ${r}`).join(", ");
-  const body = preview.selected === 0 ? html`<p>No held entry matches this selection: nothing to ${action}.</p>` : html`
+  const group = filter.group ? (await ctx.selection.groups(await ctx.operations(), { ...filter, status: "held" })).find((g) => g.key === filter.group) : undefined;
+  const described = Object.entries({ ...fields, status: undefined, group: group ? `${group.handler} / ${group.reason} / ${group.cause}` : fields.group })
+    .filter(([, v]) => v !== undefined).map(([k, v]) => html`<li><strong>${k}</strong>: ${v}</li>`);
+  const selection = html`<p>Held entries matching:</p><ul class="selection">${described.length > 0 ? described : html`<li>every held entry</li>`}</ul>`;
+  const body = preview.selected === 0 ? html`${selection}<p>No held entry matches this selection: nothing to ${action}.</p>` : html`${selection}
 <p id="bulk-count" class="summary">${verb} <strong>${preview.selected}</strong> held entr${preview.selected === 1 ? "y" : "ies"} (${reasons}).</p>
 ${action === "replay" && preview.byReason.conflict ? html`<p class="note">Conflicts are replayed only with “accept the new version”; without it they are skipped and stay held.</p>` : ""}
 <form method="post" action="${ctx.href("/bulk")}">${csrfField(session)}${hiddenFilter(fields)}
