@@ -6,7 +6,9 @@ export interface ConsoleFilter {
   handler?: string;
   reason?: string;
   tenant?: string;
+  /** First quarantined at or after this time. */
   since?: Date;
+  /** First quarantined before this time. */
   until?: Date;
   fingerprint?: string;
   /** A group's key, as the group list gives it. */

@@ -73,8 +73,8 @@ export const groupKeyOf = (e: Pick<QuarantineDetail, "handler" | "reason" | "det
 
 function matches(e: QuarantineDetail, f: ConsoleFilter): boolean {
   return (f.tenant === undefined || e.tenant === f.tenant)
-    && (f.since === undefined || e.lastSeen >= f.since)
-    && (f.until === undefined || e.firstSeen <= f.until)
+    && (f.since === undefined || e.firstSeen >= f.since)
+    && (f.until === undefined || e.firstSeen < f.until)
     && (f.fingerprint === undefined || e.fingerprint === f.fingerprint || e.storedFingerprint === f.fingerprint)
     && (f.group === undefined || groupKeyOf(e) === f.group)
     && (f.text === undefined || e.detail.toLowerCase().includes(f.text.toLowerCase()))
