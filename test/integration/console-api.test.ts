@@ -117,6 +117,12 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     expect(((await get("/api/quarantine?reason=conflict&tenant=t1")) as Listed).entries.map((e) => e.event_id)).toEqual(["c-1", "c-2"]);
     expect(((await get("/api/quarantine?tenant=t2")) as Listed).entries).toEqual([]);
     expect(((await get("/api/quarantine?status=discarded")) as Listed).entries).toEqual([]);
+    const future = new Date(Date.now() + 3_600_000).toISOString();
+    const past = new Date(Date.now() - 3_600_000).toISOString();
+    expect(((await get(`/api/quarantine?since=${future}`)) as Listed).entries).toEqual([]);
+    expect(((await get(`/api/quarantine?until=${past}`)) as Listed).entries).toEqual([]);
+    expect(((await get(`/api/quarantine?since=${past}&until=${future}`)) as Listed).entries).toHaveLength(5);
+    expect(((await get("/api/quarantine?text=NOT%20VALID%20json")) as Listed).entries.map((e) => e.reason)).toEqual(["invalid", "invalid", "invalid"]);
     expect((await c.call("/api/quarantine?since=yesterday", { headers: bearer })).status).toBe(400);
 
     const conflict = all.entries[0]!;
