@@ -32,7 +32,7 @@ export {
 } from "./outbox/index.js";
 export * from "./retention/index.js";
 export * from "./quarantine/index.js";
-export { type InboxOperations, type OperationsCapable, type OutboxBacklog, hasOperations } from "./store/operations.js";
+export { type FailingOutboxRow, type InboxOperations, type OperationsCapable, type OutboxBacklog, hasOperations } from "./store/operations.js";
 export { type CompleteStore, hasOutboxRelay, isCompleteStore } from "./store/store-contract.js";
 export { type DatabaseKind, type DatabaseTarget, databaseTargetOf } from "./store/database-url.js";
 export { type OpenStoreOptions, type UrlStore, openStore } from "./store/open-store.js";

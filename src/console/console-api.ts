@@ -10,6 +10,9 @@ import { readFields, sendJson } from "./http-io.js";
 
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
+/** Failing outbox rows the panel lists (the count covers them all). */
+export const FAILING_ROWS_SHOWN = 20;
+
 /** `/quarantine/12/diff` -> 12 */
 export function idIn(path: string, pattern: RegExp): number | null {
   const match = pattern.exec(path);
@@ -70,7 +73,7 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
     const records = await operations.auditLog({ limit, ...(Number.isSafeInteger(before) && before > 0 ? { beforeId: before } : {}) });
     return { audit: records.map(auditJson), next_before: records.length === limit ? records.at(-1)!.id : null };
   }
-  if (path === "/outbox") return outboxJson(await operations.outboxBacklog());
+  if (path === "/outbox") return outboxJson(...(await Promise.all([operations.outboxBacklog(), operations.failingOutboxRows(FAILING_ROWS_SHOWN)])));
   if (path === "/retention") {
     const r = await retentionPanel(ctx);
     return {

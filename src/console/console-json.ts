@@ -1,7 +1,7 @@
 import type { ConflictDiff } from "../quarantine/conflict-diff.js";
 import { decodePayload } from "../quarantine/payload-diff.js";
 import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
-import type { OutboxBacklog } from "../store/operations.js";
+import type { FailingOutboxRow, OutboxBacklog } from "../store/operations.js";
 import type { BulkOutcome, ConsoleGroup } from "./quarantine-selection.js";
 
 /** The API's JSON: snake_case like the `--json` output of the `rabbit-inbox` command. */
@@ -57,11 +57,14 @@ export function bulkJson(r: BulkOutcome) {
   return { dry_run: r.dryRun, selected: r.selected, by_reason: r.byReason, done: r.done, skipped: r.skipped, failed: r.failed };
 }
 
-export function outboxJson(b: OutboxBacklog) {
+export function outboxJson(b: OutboxBacklog, failing: FailingOutboxRow[]) {
   return {
     pending: b.pending, oldest_pending_at: iso(b.oldestPendingAt),
     oldest_age_seconds: b.oldestPendingAt ? Math.max(0, Math.round((b.now.getTime() - b.oldestPendingAt.getTime()) / 1000)) : null,
     failing: b.failing, unroutable: b.unroutable,
     worst: b.worst ? { exchange: b.worst.exchange, routing_key: b.worst.routingKey, attempts: b.worst.attempts, last_error: b.worst.lastError } : null,
+    failing_rows: failing.map((r) => ({
+      id: r.id, exchange: r.exchange, routing_key: r.routingKey, attempts: r.attempts, last_error: r.lastError, created_at: iso(r.createdAt), available_at: iso(r.availableAt),
+    })),
   };
 }

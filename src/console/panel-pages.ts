@@ -1,6 +1,7 @@
 import { databaseTargetOf } from "../store/database-url.js";
 import { formatDuration } from "../retention/duration.js";
 import { retentionPanel, runBulk } from "./console-actions.js";
+import { FAILING_ROWS_SHOWN } from "./console-api.js";
 import type { ConsoleContext } from "./console-context.js";
 import { FILTER_FIELDS, filterFields, parseFilter } from "./console-filter.js";
 import type { ConsoleSession } from "./console-sessions.js";
@@ -35,7 +36,7 @@ ${records.length === 50 ? html`<p><a rel="next" href="${ctx.href(`/audit${queryS
 
 export async function statusPage(ctx: ConsoleContext, session: ConsoleSession | null): Promise<Html> {
   const operations = await ctx.operations();
-  const [outbox, retention] = await Promise.all([operations.outboxBacklog(), retentionPanel(ctx)]);
+  const [outbox, failing, retention] = await Promise.all([operations.outboxBacklog(), operations.failingOutboxRows(FAILING_ROWS_SHOWN), retentionPanel(ctx)]);
   // The URL's password never reaches the page: the description masks it.
   const database = ctx.options.databaseUrl ? databaseTargetOf(ctx.options.databaseUrl).description : operations.dialect;
   const oldest = outbox.oldestPendingAt ? age(outbox.now.getTime() - outbox.oldestPendingAt.getTime()) : "–";
@@ -44,7 +45,9 @@ export async function statusPage(ctx: ConsoleContext, session: ConsoleSession | 
 <section aria-labelledby="outbox-h" class="panel"><h2 id="outbox-h">Outbox backlog</h2>
 <dl class="stats"><dt>Pending</dt><dd id="outbox-pending">${outbox.pending}</dd><dt>Oldest pending</dt><dd>${oldest}${outbox.oldestPendingAt ? html` (${when(outbox.oldestPendingAt)})` : ""}</dd>
 <dt>Failing (publish failed at least once)</dt><dd>${outbox.failing}</dd><dt>Unroutable</dt><dd>${outbox.unroutable}</dd></dl>
-${outbox.worst ? html`<p class="note">Most attempts: ${outbox.worst.attempts} to exchange <code>${outbox.worst.exchange}</code>, routing key <code>${outbox.worst.routingKey}</code>: ${outbox.worst.lastError}</p>` : ""}
+${failing.length > 0 ? html`<table><caption>Rows whose publish failed, most attempts first${outbox.failing > failing.length ? ` (${failing.length} of ${outbox.failing})` : ""}</caption>
+<thead><tr><th scope="col">Row</th><th scope="col">Exchange</th><th scope="col">Routing key</th><th scope="col">Attempts</th><th scope="col">Written</th><th scope="col">Next attempt</th><th scope="col">Last error</th></tr></thead>
+<tbody>${failing.map((r) => html`<tr><td>#${r.id}</td><td><code>${r.exchange}</code></td><td><code>${r.routingKey}</code></td><td class="num">${r.attempts}</td><td>${when(r.createdAt)}</td><td>${when(r.availableAt)}</td><td class="detail">${r.lastError}</td></tr>`)}</tbody></table>` : ""}
 </section>
 <section aria-labelledby="retention-h" class="panel"><h2 id="retention-h">Dedup table and retention</h2>
 <p>${retention.totalRecords} dedup records.${retention.replayWindowMs !== null ? html` Replay window ${formatDuration(retention.replayWindowMs)}: cleanup would purge records first seen before ${when(retention.cutoff)}${hold && retention.cutoff && hold.holdFrom < retention.cutoff ? html`, but stops at ${when(hold.holdFrom)}` : ""}.` : " No replay window configured here (RABBIT_INBOX_REPLAY_WINDOW)."}</p>

@@ -15,6 +15,19 @@ export interface InboxOperations extends RetentionStore, QuarantineAdmin {
   appliedMigrations(): Promise<number[]>;
   /** The outbox's unsent rows, for an operator: how many, how old, how many fail to publish. */
   outboxBacklog(): Promise<OutboxBacklog>;
+  /** Unsent rows whose publish failed, most attempts first: what an operator looks at when `failing` is not 0. */
+  failingOutboxRows(limit: number): Promise<FailingOutboxRow[]>;
+}
+
+export interface FailingOutboxRow {
+  id: number;
+  exchange: string;
+  routingKey: string;
+  attempts: number;
+  lastError: string;
+  createdAt: Date;
+  /** When the relay tries it again. */
+  availableAt: Date;
 }
 
 /** What waits in the outbox. Counting reads every unsent row: an operator's query, not the relay's. */

@@ -198,6 +198,8 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
        VALUES ('m1', 'ex', 'acct', ${kind === "postgres" ? "'\\x00'::bytea" : "X'00'"}, '{}', ${ago(600_000)}, ${ago(600_000)}, 2, 'unroutable: no queue bound')`);
     const outbox = await json(await c.call("/api/outbox", { headers: bearer }));
     expect(outbox).toMatchObject({ pending: 1, failing: 1, unroutable: 1, worst: { exchange: "ex", routing_key: "acct", attempts: 2 } });
+    expect(outbox.failing_rows).toEqual([expect.objectContaining({ exchange: "ex", routing_key: "acct", attempts: 2, last_error: "unroutable: no queue bound" })]);
+    expect(Date.now() - new Date((outbox.failing_rows as Array<{ created_at: string }>)[0]!.created_at).getTime()).toBeGreaterThan(590_000);
     expect(outbox.oldest_age_seconds).toBeGreaterThanOrEqual(590);
 
     const retention = await json(await c.call("/api/retention", { headers: bearer }));
@@ -207,6 +209,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     const page = await (await c.call("/status", { headers: { cookie: (await c.login(TEST_TOKEN)).cookie } })).text();
     expect(page).toMatch(/<dd id="outbox-pending">1<\/dd>/);
     expect(page).toContain("2 dedup records.");
+    expect(page).toMatch(/<td class="detail">unroutable: no queue bound<\/td>/);
   });
 
   it("without a token: answers loopback host names only, and a page's forms still carry a CSRF token", async () => {

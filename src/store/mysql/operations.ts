@@ -4,7 +4,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
+import { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
 import { nullableText } from "../sql/column-reader.js";
 import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
@@ -89,6 +89,16 @@ export class MysqlInboxOperations implements InboxOperations {
       oldestPendingAt: maybeDateOfMicros(summary!.oldest), now: dateOfMicros(summary!.now),
       worst: worst ? { exchange: textOf(worst.exchange), routingKey: textOf(worst.routing_key), attempts: Number(worst.attempts), lastError: nullableText(mysqlColumns, worst.last_error) ?? "" } : null,
     };
+  }
+
+  async failingOutboxRows(limit: number): Promise<FailingOutboxRow[]> {
+    const rows = await this.read(
+      `SELECT id, exchange, routing_key, attempts, last_error, ${micros("created_at")} AS created_us, ${micros("available_at")} AS available_us
+       FROM ${this.prefix}rabbit_inbox_outbox WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT ${listingLimit(limit)}`);
+    return rows.map((r) => ({
+      id: Number(r.id), exchange: textOf(r.exchange), routingKey: textOf(r.routing_key), attempts: Number(r.attempts),
+      lastError: nullableText(mysqlColumns, r.last_error) ?? "", createdAt: dateOfMicros(r.created_us), availableAt: dateOfMicros(r.available_us),
+    }));
   }
 
   async now(): Promise<Date> {

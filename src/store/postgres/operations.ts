@@ -4,7 +4,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
+import { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
 import { nullableDate, nullableText } from "../sql/column-reader.js";
 import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
@@ -60,6 +60,16 @@ export class PostgresInboxOperations implements InboxOperations {
       oldestPendingAt: nullableDate(read, summary!.oldest), now: read.date(summary!.now),
       worst: worst ? { exchange: String(worst.exchange), routingKey: String(worst.routing_key), attempts: Number(worst.attempts), lastError: typeof worst.last_error === "string" ? worst.last_error : "" } : null,
     };
+  }
+
+  async failingOutboxRows(limit: number): Promise<FailingOutboxRow[]> {
+    const { rows } = await this.query(
+      `SELECT id, exchange, routing_key, attempts, last_error, created_at, available_at FROM ${this.prefix}rabbit_inbox_outbox
+       WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT $1`, [limit]);
+    return rows.map((r) => ({
+      id: Number(r.id), exchange: String(r.exchange), routingKey: String(r.routing_key), attempts: Number(r.attempts),
+      lastError: nullableText(read, r.last_error) ?? "", createdAt: read.date(r.created_at), availableAt: read.date(r.available_at),
+    }));
   }
 
   async now(): Promise<Date> {

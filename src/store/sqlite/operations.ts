@@ -4,7 +4,7 @@ import type {
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import { type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK } from "../operations.js";
+import { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK } from "../operations.js";
 import { nullableDate, nullableText } from "../sql/column-reader.js";
 import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
@@ -52,6 +52,15 @@ export class SqliteInboxOperations implements InboxOperations {
         worst: worst ? { exchange: read.text(worst.exchange), routingKey: read.text(worst.routing_key), attempts: Number(worst.attempts), lastError: typeof worst.last_error === "string" ? worst.last_error : "" } : null,
       };
     });
+  }
+
+  failingOutboxRows(limit: number): Promise<FailingOutboxRow[]> {
+    return this.driver.read(async (query) => (await all(query,
+      `SELECT id, exchange, routing_key, attempts, last_error, created_at, available_at FROM rabbit_inbox_outbox
+       WHERE sent_at IS NULL AND attempts > 0 ORDER BY attempts DESC, id LIMIT ?`, limit)).map((r) => ({
+      id: Number(r.id), exchange: read.text(r.exchange), routingKey: read.text(r.routing_key), attempts: Number(r.attempts),
+      lastError: nullableText(read, r.last_error) ?? "", createdAt: read.date(r.created_at), availableAt: read.date(r.available_at),
+    })));
   }
 
   now(): Promise<Date> {
