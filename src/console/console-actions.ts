@@ -4,7 +4,7 @@ import { replayQuarantineEntry } from "../quarantine/replay.js";
 import type { DedupSummary, PurgeHorizon, QuarantineHold } from "../retention/retention-store.js";
 import type { ConsoleContext } from "./console-context.js";
 import { ConsoleRequestError, parseFilter } from "./console-filter.js";
-import type { BulkOutcome } from "./quarantine-selection.js";
+import type { BulkOutcome, BulkRequest } from "./quarantine-selection.js";
 
 /** What an operator's action is made of, from a form or a JSON body. */
 type Fields = Record<string, unknown>;
@@ -42,6 +42,17 @@ export async function discardOne(ctx: ConsoleContext, id: number, actor: string,
  * between, nothing is done and the new count is reported instead.
  */
 export async function runBulk(ctx: ConsoleContext, action: "replay" | "discard", actor: string, fields: Fields): Promise<BulkOutcome> {
+  return (await prepareBulk(ctx, action, actor, fields))({});
+}
+
+/** What a prepared bulk run can be given: a signal that cancels it, a callback for its progress. */
+export type BulkRun = (extras: Pick<BulkRequest, "signal" | "onProgress">) => Promise<BulkOutcome>;
+
+/**
+ * Checks a bulk request (its fields, and for a real run that the selection still holds the
+ * confirmed count) and returns the run, to await or to start in the background.
+ */
+export async function prepareBulk(ctx: ConsoleContext, action: "replay" | "discard", actor: string, fields: Fields): Promise<BulkRun> {
   // JSON nests the filter under `filter`; a form names its fields `filter.<name>` (its own `reason` is the audit's).
   const raw = (fields.filter !== null && typeof fields.filter === "object" ? fields.filter
     : Object.fromEntries(Object.entries(fields).filter(([k]) => k.startsWith("filter.")).map(([k, v]) => [k.slice(7), v]))) as Fields;
@@ -63,9 +74,9 @@ export async function runBulk(ctx: ConsoleContext, action: "replay" | "discard",
       throw new ConsoleRequestError(`the selection changed since the dry run: it now holds ${preview.selected} entries, not ${expected}; look again and confirm the new count`, 409);
     }
   }
-  if (action === "discard") return ctx.selection.bulkDiscard(operations, request);
+  if (action === "discard") return (extras) => ctx.selection.bulkDiscard(operations, { ...request, ...extras });
   const publish = dryRun ? () => Promise.resolve() : await ctx.publish();
-  return ctx.selection.bulkReplay(operations, publish, request);
+  return (extras) => ctx.selection.bulkReplay(operations, publish, { ...request, ...extras });
 }
 
 export interface RetentionPanel {

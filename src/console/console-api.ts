@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { diffConflict } from "../quarantine/conflict-diff.js";
 import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
+import { jobJson, jobOf, startBulkJob } from "./bulk-job-page.js";
 import { discardOne, replayOne, retentionPanel, runBulk } from "./console-actions.js";
 import type { ConsoleContext } from "./console-context.js";
 import { ConsoleRequestError, parseFilter } from "./console-filter.js";
@@ -41,7 +42,18 @@ export async function serveApi(ctx: ConsoleContext, req: IncomingMessage, res: S
   } else if ((id = idIn(path, /^\/quarantine\/(\d+)\/discard$/)) !== null) {
     sendJson(res, 200, { audit: auditJson(await discardOne(ctx, id, caller.actor, await readFields(req))) });
   } else if (path === "/bulk/replay" || path === "/bulk/discard") {
-    sendJson(res, 200, bulkJson(await runBulk(ctx, path === "/bulk/replay" ? "replay" : "discard", caller.actor, await readFields(req))));
+    const fields = await readFields(req);
+    const action = path === "/bulk/replay" ? "replay" : "discard";
+    if (fields.background === true) {
+      const job = await startBulkJob(ctx, caller.actor, { ...fields, action });
+      sendJson(res, 202, jobJson(job), { location: ctx.href(`/api/jobs/${job.id}`) });
+    } else {
+      sendJson(res, 200, bulkJson(await runBulk(ctx, action, caller.actor, fields)));
+    }
+  } else if (/^\/jobs\/[\w-]+\/cancel$/.test(path)) {
+    const job = jobOf(ctx, path.split("/")[2]!);
+    job.cancel();
+    sendJson(res, 200, jobJson(job));
   } else {
     return false;
   }
@@ -66,6 +78,7 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
     if (!(await operations.getQuarantineEntry(id))) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);
     return diffJson(await diffConflict(operations, id));
   }
+  if (/^\/jobs\/[\w-]+$/.test(path)) return jobJson(jobOf(ctx, path.split("/")[2]!));
   if (path === "/groups") return { groups: (await ctx.selection.groups(operations, filterOf())).map(groupJson) };
   if (path === "/audit") {
     const limit = Math.min(Number(query.get("limit") ?? 100) || 100, 500);

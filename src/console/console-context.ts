@@ -4,6 +4,7 @@ import type { ConfirmedPublish } from "../quarantine/replay.js";
 import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
 import { openStore } from "../store/open-store.js";
 import { type ConsoleFilter, ConsoleRequestError } from "./console-filter.js";
+import { BulkJobs } from "./bulk-jobs.js";
 import { ConsoleSessions } from "./console-sessions.js";
 import { type QuarantineSelection, inProcessSelection } from "./quarantine-selection.js";
 
@@ -34,6 +35,7 @@ export class ConsoleContext {
   readonly sessions: ConsoleSessions;
   readonly basePath: string;
   readonly selection: QuarantineSelection = inProcessSelection;
+  readonly jobs = new BulkJobs();
   private opened: Promise<{ operations: InboxOperations; close?: () => Promise<void> }> | undefined;
   private publisher: Promise<AmqpReplayPublisher> | undefined;
 
@@ -74,6 +76,7 @@ export class ConsoleContext {
   }
 
   async close(): Promise<void> {
+    this.jobs.cancelAll();
     const opened = this.opened;
     const publisher = this.publisher;
     this.opened = undefined;

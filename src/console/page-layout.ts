@@ -19,12 +19,13 @@ export const csrfField = (session: ConsoleSession | null) => (session ? html`<in
 const NAV: Array<[string, string]> = [["/", "Groups"], ["/entries", "Entries"], ["/audit", "Audit log"], ["/status", "Outbox & retention"]];
 
 /** Every page: one h1, the navigation, the console's own stylesheet and script (no inline code: the CSP forbids it). */
-export function layout(ctx: ConsoleContext, title: string, session: ConsoleSession | null, body: Html, current = ""): Html {
+export function layout(ctx: ConsoleContext, title: string, session: ConsoleSession | null, body: Html, current = "", refreshSeconds?: number): Html {
   return html`<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+${refreshSeconds ? html`<meta http-equiv="refresh" content="${refreshSeconds}">` : ""}
 <title>${title} · rabbit-inbox console</title>
 <link rel="stylesheet" href="${ctx.href("/assets/console.css")}">
 <script src="${ctx.href("/assets/console.js")}" defer></script>

@@ -88,13 +88,3 @@ ${preview.byReason.stale ? html`<div class="check"><input id="bulk-accept-stale"
 </form>`;
   return layout(ctx, `${verb}: confirm`, session, body);
 }
-
-export async function bulkResultPage(ctx: ConsoleContext, session: ConsoleSession | null, actor: string, fields: Record<string, unknown>): Promise<Html> {
-  const action = fields.action === "discard" ? "discard" : "replay";
-  const result = await runBulk(ctx, action, actor, fields);
-  const body = html`<p class="summary" role="status">${action === "replay" ? "Replayed" : "Discarded"} ${result.done} of ${result.selected} entries; ${result.skipped.length} skipped, ${result.failed.length} failed.</p>
-${result.skipped.length > 0 ? html`<h2>Skipped</h2><ul>${result.skipped.map((s) => html`<li><a href="${ctx.href(`/entries/${s.id}`)}">#${s.id}</a>: ${s.why}</li>`)}</ul>` : ""}
-${result.failed.length > 0 ? html`<h2>Failed</h2><ul>${result.failed.map((s) => html`<li><a href="${ctx.href(`/entries/${s.id}`)}">#${s.id}</a>: ${s.error}</li>`)}</ul>` : ""}
-<p><a href="${ctx.href("/audit")}">See the audit log</a></p>`;
-  return layout(ctx, `Bulk ${action}`, session, body);
-}

@@ -8,7 +8,8 @@ import { entryPage } from "./entry-page.js";
 import { type Html, html, queryString } from "./html.js";
 import { redirect, sendHtml } from "./http-io.js";
 import { layout, when } from "./page-layout.js";
-import { auditPage, bulkConfirmPage, bulkResultPage, statusPage } from "./panel-pages.js";
+import { jobOf, jobPage, startBulkJob } from "./bulk-job-page.js";
+import { auditPage, bulkConfirmPage, statusPage } from "./panel-pages.js";
 
 export interface PageRequest {
   req: IncomingMessage;
@@ -26,12 +27,17 @@ export interface PageRequest {
 export async function servePages(ctx: ConsoleContext, p: PageRequest): Promise<boolean> {
   const show = (page: Html) => { sendHtml(p.res, 200, page, p.headers); };
   const filter = () => parseFilter((name) => p.query.get(name) ?? undefined);
+  let match: RegExpExecArray | null;
   if (p.req.method === "POST") {
     let id: number | null;
     if ((id = idIn(p.path, /^\/entries\/(\d+)\/replay$/)) !== null) await replayOne(ctx, id, p.caller.actor, p.fields);
     else if ((id = idIn(p.path, /^\/entries\/(\d+)\/discard$/)) !== null) await discardOne(ctx, id, p.caller.actor, p.fields);
     else if (p.path === "/bulk") {
-      show(await bulkResultPage(ctx, p.session, p.caller.actor, p.fields));
+      redirect(p.res, ctx.href(`/jobs/${(await startBulkJob(ctx, p.caller.actor, p.fields)).id}`));
+      return true;
+    } else if ((match = /^\/jobs\/([\w-]+)\/cancel$/.exec(p.path))) {
+      jobOf(ctx, match[1]!).cancel();
+      redirect(p.res, ctx.href(`/jobs/${match[1]}`));
       return true;
     } else return false;
     redirect(p.res, ctx.href(`/entries/${id}`));
@@ -42,6 +48,7 @@ export async function servePages(ctx: ConsoleContext, p: PageRequest): Promise<b
   else if (p.path === "/entries") show(await entriesPage(ctx, p.session, filter()));
   else if ((id = idIn(p.path, /^\/entries\/(\d+)$/)) !== null) show(await entryPage(ctx, p.session, id));
   else if (p.path === "/bulk") show(await bulkConfirmPage(ctx, p.session, p.query));
+  else if ((match = /^\/jobs\/([\w-]+)$/.exec(p.path))) show(jobPage(ctx, p.session, jobOf(ctx, match[1]!)));
   else if (p.path === "/audit") show(await auditPage(ctx, p.session, p.query));
   else if (p.path === "/status") show(await statusPage(ctx, p.session));
   else return false;

@@ -25,6 +25,16 @@ export interface BulkRequest {
   ratePerSecond?: number;
   acceptNew?: boolean;
   acceptStale?: boolean;
+  /** Stops the run between two entries (what was done stays done, and audited). */
+  signal?: AbortSignal;
+  onProgress?: (progress: BulkProgressCounts) => void;
+}
+
+export interface BulkProgressCounts {
+  selected: number;
+  done: number;
+  skipped: number;
+  failed: number;
 }
 
 export interface BulkOutcome {
@@ -34,6 +44,8 @@ export interface BulkOutcome {
   done: number;
   skipped: Array<{ id: number; why: string }>;
   failed: Array<{ id: number; error: string }>;
+  /** Why the run ended before the end of its selection (cancelled); null when it did not. */
+  stopped?: string | null;
 }
 
 /**
@@ -143,6 +155,10 @@ async function bulk(admin: QuarantineAdmin, request: BulkRequest, action: string
   if (request.reason.trim() === "") throw new RangeError(`a bulk ${action} needs a reason`);
   const pauseMs = request.ratePerSecond ? 1000 / request.ratePerSecond : 0;
   for (const e of entries) {
+    if (request.signal?.aborted) {
+      outcome.stopped = "cancelled";
+      break;
+    }
     try {
       const why = await act(e);
       if (why) outcome.skipped.push({ id: e.id, why });
@@ -150,6 +166,7 @@ async function bulk(admin: QuarantineAdmin, request: BulkRequest, action: string
     } catch (error) {
       outcome.failed.push({ id: e.id, error: describeError(error) });
     }
+    request.onProgress?.({ selected: outcome.selected, done: outcome.done, skipped: outcome.skipped.length, failed: outcome.failed.length });
     if (pauseMs > 0) await sleep(pauseMs);
   }
   return outcome;

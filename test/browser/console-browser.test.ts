@@ -124,7 +124,9 @@ describe("the console in Chromium", () => {
     await page.getByLabel(/Reason/).fill("the parser is fixed");
     await screenshot(page, "bulk-confirm");
     await page.getByRole("button", { name: "Replay 4 entries" }).click();
-    await expect.poll(() => page.getByRole("status").textContent()).toMatch(/Replayed 4 of 4 entries; 0 skipped, 0 failed/);
+    // The run goes on in the background; its page reloads itself until it is finished.
+    await page.waitForURL(/\/jobs\/[\w-]+$/);
+    await expect.poll(() => page.getByRole("status").textContent(), { timeout: 30_000 }).toMatch(/^Replayed 4 of 4 entries; 0 skipped, 0 failed\.$/);
     expect(await drainQueue(queue)).toHaveLength(4);
 
     await page.getByRole("link", { name: "See the audit log" }).click();

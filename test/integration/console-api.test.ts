@@ -188,6 +188,34 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     expect((await f.ops.auditLog()).every((a) => a.publishedAt !== null && a.actor === "console:api")).toBe(true);
   });
 
+  it("a bulk replay in the background reports its progress, and a cancel stops it between two entries", async () => {
+    const f = await retentionFixture(kind);
+    const queue = `ri.test.console.${randomBytes(4).toString("hex")}`;
+    cleanups.push(() => deleteQueues(queue));
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
+    await seed(f, queue);
+    const c = await startConsole({ store: f.store, token: TEST_TOKEN, amqpUrl });
+    type Job = { id: string; finished_at: string | null; progress: { selected: number; done: number }; stopped: string | null };
+    const job = async (id: string) => (await json(await c.call(`/api/jobs/${id}`, { headers: bearer }))) as unknown as Job;
+    const finished = async (id: string) => { for (;;) { const j = await job(id); if (j.finished_at) return j; await new Promise((r) => setTimeout(r, 50)); } };
+
+    const started = await c.call("/api/bulk/replay", post({ filter: { reason: "invalid" }, reason: "slowly", expected: 3, ratePerSecond: 2, background: true }));
+    expect(started.status).toBe(202);
+    const { id } = (await started.json()) as Job;
+    expect((await c.call(`/api/jobs/${id}/cancel`, post({}))).status).toBe(200);
+    const cancelled = await finished(id);
+    expect(cancelled.stopped).toBe("cancelled");
+    expect(cancelled.progress.done).toBeLessThan(3);
+    expect((await f.ops.auditLog()).length).toBe(cancelled.progress.done);
+    expect(await drainQueue(queue)).toHaveLength(cancelled.progress.done);
+
+    const rest = 3 - cancelled.progress.done;
+    const again = (await json(await c.call("/api/bulk/replay", post({ filter: { reason: "invalid" }, reason: "the rest", expected: rest, background: true })))) as unknown as Job;
+    expect(await finished(again.id)).toMatchObject({ stopped: null, progress: { selected: rest, done: rest } });
+    expect(await drainQueue(queue)).toHaveLength(rest);
+    expect((await c.call("/api/jobs/nope", { headers: bearer })).status).toBe(404);
+  });
+
   it("shows the outbox backlog and the dedup table with its retention horizon", async () => {
     const f = await retentionFixture(kind);
     await seed(f);

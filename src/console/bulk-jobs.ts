@@ -1,0 +1,59 @@
+import { randomBytes } from "node:crypto";
+import { describeError } from "../core/errors.js";
+import { redactSecrets } from "../core/redact-secrets.js";
+import type { BulkOutcome, BulkProgressCounts } from "./quarantine-selection.js";
+
+/** A bulk action running in the background, so that a page can show its progress instead of waiting on one long request. */
+export interface BulkJob {
+  id: string;
+  action: "replay" | "discard";
+  actor: string;
+  startedAt: Date;
+  progress: BulkProgressCounts;
+  /** Set when the run ended. */
+  result: BulkOutcome | null;
+  error: string | null;
+  finishedAt: Date | null;
+  cancel(): void;
+}
+
+const KEPT_JOBS = 50;
+
+/** The console's running and recent bulk jobs, in memory. */
+export class BulkJobs {
+  private readonly jobs = new Map<string, BulkJob>();
+
+  start(action: BulkJob["action"], actor: string, run: (signal: AbortSignal, onProgress: (p: BulkProgressCounts) => void) => Promise<BulkOutcome>): BulkJob {
+    const controller = new AbortController();
+    const job: BulkJob = {
+      id: randomBytes(9).toString("base64url"), action, actor, startedAt: new Date(), progress: { selected: 0, done: 0, skipped: 0, failed: 0 },
+      result: null, error: null, finishedAt: null, cancel: () => controller.abort(),
+    };
+    this.jobs.set(job.id, job);
+    this.forgetOld();
+    run(controller.signal, (p) => { job.progress = p; })
+      .then((result) => {
+        job.result = result;
+        job.progress = { selected: result.selected, done: result.done, skipped: result.skipped.length, failed: result.failed.length };
+      })
+      .catch((error: unknown) => { job.error = redactSecrets(describeError(error)); })
+      .finally(() => { job.finishedAt = new Date(); });
+    return job;
+  }
+
+  get(id: string): BulkJob | undefined {
+    return this.jobs.get(id);
+  }
+
+  /** Cancels every running job (the console is closing). */
+  cancelAll(): void {
+    for (const job of this.jobs.values()) if (!job.finishedAt) job.cancel();
+  }
+
+  private forgetOld(): void {
+    for (const [id, job] of this.jobs) {
+      if (this.jobs.size <= KEPT_JOBS) return;
+      if (job.finishedAt) this.jobs.delete(id);
+    }
+  }
+}
