@@ -22,6 +22,7 @@ const KEPT_JOBS = 50;
 /** The console's running and recent bulk jobs, in memory. */
 export class BulkJobs {
   private readonly jobs = new Map<string, BulkJob>();
+  private readonly running = new Set<Promise<unknown>>();
 
   start(action: BulkJob["action"], actor: string, run: (signal: AbortSignal, onProgress: (p: BulkProgressCounts) => void) => Promise<BulkOutcome>): BulkJob {
     const controller = new AbortController();
@@ -31,13 +32,17 @@ export class BulkJobs {
     };
     this.jobs.set(job.id, job);
     this.forgetOld();
-    run(controller.signal, (p) => { job.progress = p; })
+    const done = run(controller.signal, (p) => { job.progress = p; })
       .then((result) => {
         job.result = result;
         job.progress = { selected: result.selected, done: result.done, skipped: result.skipped.length, failed: result.failed.length };
       })
       .catch((error: unknown) => { job.error = redactSecrets(describeError(error)); })
-      .finally(() => { job.finishedAt = new Date(); });
+      .finally(() => {
+        job.finishedAt = new Date();
+        this.running.delete(done);
+      });
+    this.running.add(done);
     return job;
   }
 
@@ -45,9 +50,10 @@ export class BulkJobs {
     return this.jobs.get(id);
   }
 
-  /** Cancels every running job (the console is closing). */
-  cancelAll(): void {
+  /** Cancels every running job and waits until each stopped (the console is closing: its store must not close under a replay). */
+  async cancelAll(): Promise<void> {
     for (const job of this.jobs.values()) if (!job.finishedAt) job.cancel();
+    await Promise.allSettled([...this.running]);
   }
 
   private forgetOld(): void {

@@ -76,7 +76,7 @@ export class ConsoleContext {
   }
 
   async close(): Promise<void> {
-    this.jobs.cancelAll();
+    await this.jobs.cancelAll();
     const opened = this.opened;
     const publisher = this.publisher;
     this.opened = undefined;
