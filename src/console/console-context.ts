@@ -1,4 +1,5 @@
 import type { BrokerUrls } from "../amqp/broker-connection.js";
+import type { Logger } from "../core/logger.js";
 import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
@@ -28,6 +29,8 @@ export interface ConsoleOptions {
   replayWindowMs?: number;
   /** Session lifetime. Default 8 hours. */
   sessionTtlMs?: number;
+  /** Where a request that failed on the console's side (500) is logged, passwords masked. Default: nowhere. */
+  logger?: Logger;
 }
 
 /** What every route needs: the database, the publisher, the sessions and the selection. */

@@ -77,6 +77,7 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
     if (!(await servePages(ctx, { req, res, path, query: url.searchParams, caller, session, fields: {}, headers: setCookie }))) throw new Refusal(404, `no page ${path}`);
   } catch (error) {
     const status = error instanceof Refusal ? error.status : statusOf(error);
+    if (status === 500) ctx.options.logger?.error("console request failed", { method, path, error: redactSecrets(describeError(error)) });
     // Never a password: a driver's error can quote its connection string.
     const message = status === 500 ? `internal error: ${redactSecrets(describeError(error))}` : redactSecrets(describeError(error));
     if (api) sendJson(res, status, { error: message });

@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { Command, Option } from "commander";
 import { isLoopbackHost } from "../../console/console-sessions.js";
 import { createConsoleHandler } from "../../console/console-handler.js";
+import { createJsonLogger } from "../../core/logger.js";
 import { REPLAY_WINDOW_ENV, resolveReplayWindow } from "../../retention/replay-window.js";
 import { CliError } from "../cli-error.js";
 import { databaseUrlFrom, withCurrentSchema } from "../open-database.js";
@@ -34,7 +35,7 @@ export function consoleCommand(): Command {
       const description = await withCurrentSchema(databaseUrl, (db) => Promise.resolve(db.description));
       const handler = createConsoleHandler({
         databaseUrl, ...(token ? { token } : {}), amqpUrl: amqpUrlFrom(options.amqpUrl), confirmTimeoutMs: options.confirmTimeout,
-        ...(window ? { replayWindowMs: window.ms } : {}),
+        ...(window ? { replayWindowMs: window.ms } : {}), logger: createJsonLogger({ name: "rabbit-inbox console" }),
       });
       const server = createServer(handler);
       await new Promise<void>((listening, failed) => {
