@@ -296,3 +296,25 @@ describe("console mounted under a path", () => {
     }
   });
 });
+
+describe("console failures", () => {
+  it("a database it cannot reach is a 500 that names the trouble, logged, without the password; the next request tries again", async () => {
+    const logged: Array<{ msg: string; fields: Record<string, unknown> }> = [];
+    const logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: (msg: string, fields: Record<string, unknown> = {}) => { logged.push({ msg, fields }); } };
+    const c = await startConsole({ databaseUrl: "postgres://ops:s3cret-pw@127.0.0.1:1/nowhere", token: TEST_TOKEN, logger });
+    for (const attempt of [1, 2]) {
+      const r = await c.call("/api/outbox", { headers: bearer });
+      expect(r.status, `attempt ${attempt}`).toBe(500);
+      const body = await r.text();
+      expect(body).toMatch(/internal error: .*(connect|ECONNREFUSED)/i);
+      expect(body).not.toContain("s3cret-pw");
+    }
+    const login = await c.call("/login", { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${TEST_TOKEN}` });
+    const page = await c.call("/status", { headers: { cookie: login.headers.get("set-cookie")!.split(";")[0]! } });
+    expect(page.status).toBe(500);
+    expect(await page.text()).not.toContain("s3cret-pw");
+    expect(logged.length).toBe(3);
+    expect(logged[0]).toMatchObject({ msg: "console request failed", fields: { method: "GET", path: "/api/outbox" } });
+    expect(JSON.stringify(logged)).not.toContain("s3cret-pw");
+  });
+});
