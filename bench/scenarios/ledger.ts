@@ -1,0 +1,154 @@
+/**
+ * The `ledger` scenario: the ledger service as it ships (examples/ledger/main.ts) in this
+ * process: openLedgerDatabase with its `balance.changed` exchange, the OutboxRelay and the
+ * InboxConsumer with main.ts's settings (batch size 500, prefetch 1000, relay retry delays
+ * 250-5000 ms), relay started first. A plain amqplib consumer downstream takes every
+ * `balance.changed` from a queue bound to that exchange. Timed from the first event delivery:
+ *   applied      until the inbox applied the last event (its transaction committed, acked);
+ *   end to end   until the last `balance.changed` was received downstream.
+ * Latency: delivery of the event to the ledger -> its `balance.changed` received downstream
+ * (the events wait in a prepublished queue, so the time from their publish would only measure
+ * the backlog). The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
+ */
+import amqp from "amqplib";
+import { InboxConsumer, OutboxRelay, silentLogger } from "../../src/index.js";
+import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
+import type { BenchDatabase } from "../databases/bench-database.js";
+import { AMQP_URL, LatencyRecorder } from "../harness.js";
+
+/** examples/ledger/main.ts's defaults (LEDGER_BATCH_SIZE and LEDGER_PREFETCH unset). */
+const LEDGER_BATCH_SIZE = 500;
+const LEDGER_PREFETCH = 1000;
+const BACKLOG_SAMPLE_MS = 250;
+
+export interface LedgerMeasurement {
+  /** First delivery to the last event applied. */
+  seconds: number;
+  /** First delivery to the last `balance.changed` received downstream. */
+  endToEndSeconds: number;
+  /** Inbox: delivery to settle. */
+  latency: LatencyRecorder;
+  /** Delivery of the event to its `balance.changed` received downstream. */
+  endToEndLatency: LatencyRecorder;
+  maxBacklog: number;
+  /** Outbox rows pending when the last event was applied. */
+  backlogAtApplied: number;
+  /** `balance.changed` received more than once (the relay publishes at least once). */
+  duplicates: number;
+  /** RSS (MB) when a quarter, half, three quarters and all of the events had been applied. */
+  rssAtQuarterMb: number[];
+}
+
+/** The index i of an event id `<runTag>-<i>` (see eventBody in harness.ts). */
+function eventIndex(eventId: string): number {
+  return Number(eventId.slice(eventId.lastIndexOf("-") + 1));
+}
+
+export async function runLedger(db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>): Promise<LedgerMeasurement> {
+  const exchange = `${queue}.balance-changed`;
+  // Per event, allocated and written to up front so that they add nothing to RSS during the run.
+  const deliveredAt = new Float64Array(n).fill(-1);
+  const received = new Uint8Array(n).fill(0);
+  const latency = new LatencyRecorder();
+  const endToEndLatency = new LatencyRecorder();
+  const rssAtQuarterMb: number[] = [];
+  let firstDelivery = Infinity;
+  let applied = 0;
+  let appliedAt = 0;
+  let receivedCount = 0;
+  let duplicates = 0;
+  let receivedAllAt = 0;
+  let failure: Error | undefined;
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => { finish = resolve; });
+  const fail = (error: Error) => { failure ??= error; finish(); };
+
+  const downstreamConnection = await amqp.connect(AMQP_URL);
+  const downstreamQueue = `${queue}.downstream`;
+  const downstream = await downstreamConnection.createChannel();
+  await downstream.assertExchange(exchange, "fanout", { durable: true });
+  await downstream.assertQueue(downstreamQueue, { durable: true });
+  await downstream.bindQueue(downstreamQueue, exchange, "");
+  await downstream.prefetch(1000);
+  let unacked = 0;
+  await downstream.consume(downstreamQueue, (message) => {
+    if (!message) return fail(new Error("downstream consumer cancelled"));
+    const now = performance.now();
+    const { caused_by: causedBy } = JSON.parse(message.content.toString()) as { caused_by: string };
+    const i = eventIndex(causedBy);
+    if (received[i] === 1) duplicates++;
+    else {
+      received[i] = 1;
+      receivedCount++;
+      if (deliveredAt[i]! >= 0) endToEndLatency.record(now - deliveredAt[i]!);
+    }
+    if (++unacked >= 250 || receivedCount === n) {
+      downstream.ack(message, true);
+      unacked = 0;
+    }
+    if (receivedCount === n && receivedAllAt === 0) {
+      receivedAllAt = now;
+      if (appliedAt > 0) finish();
+    }
+  }, { noAck: false });
+
+  const ledger = await openLedgerDatabase(db.url, silentLogger, { balanceChangedExchange: exchange });
+  const relay = new OutboxRelay({
+    url: AMQP_URL, store: ledger.outbox!, logger: silentLogger,
+    topology: async (channel) => { await channel.assertExchange(exchange, "fanout", { durable: true }); },
+    retryBaseDelayMs: 250, retryMaxDelayMs: 5000,
+  });
+  const consumer = new InboxConsumer({
+    url: AMQP_URL, queue, store: ledger.store, handler: ledger.handler, logger: silentLogger,
+    batchSize: LEDGER_BATCH_SIZE, prefetch: LEDGER_PREFETCH, queueArguments,
+    onOutcome: (outcome, timing) => {
+      if (outcome.kind !== "applied") return fail(new Error(`ledger: unexpected outcome ${outcome.kind}`));
+      const now = performance.now();
+      const delivered = now - timing.latencyMs;
+      firstDelivery = Math.min(firstDelivery, delivered);
+      deliveredAt[eventIndex(outcome.key.eventId)] = delivered;
+      latency.record(timing.latencyMs);
+      applied++;
+      if (applied % Math.max(1, Math.floor(n / 4)) === 0 && rssAtQuarterMb.length < 4) {
+        rssAtQuarterMb.push(Math.round(process.memoryUsage().rss / 1024 / 1024));
+      }
+      if (applied === n) {
+        appliedAt = now;
+        if (receivedAllAt > 0) finish();
+      }
+    },
+  });
+
+  let maxBacklog = 0;
+  let backlogAtApplied = -1;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const pending = await db.pendingOutbox();
+      maxBacklog = Math.max(maxBacklog, pending);
+      if (appliedAt > 0 && backlogAtApplied < 0) backlogAtApplied = pending;
+      await new Promise((resolve) => setTimeout(resolve, BACKLOG_SAMPLE_MS));
+    }
+  })().catch((error: unknown) => fail(error instanceof Error ? error : new Error(String(error))));
+
+  try {
+    await relay.start();
+    await consumer.start();
+    await finished;
+    if (failure) throw failure;
+    return {
+      seconds: (appliedAt - firstDelivery) / 1000,
+      endToEndSeconds: (receivedAllAt - firstDelivery) / 1000,
+      latency, endToEndLatency, maxBacklog, backlogAtApplied: Math.max(0, backlogAtApplied), duplicates, rssAtQuarterMb,
+    };
+  } finally {
+    sampling = false;
+    await sampler;
+    await consumer.stop();
+    await relay.stop();
+    await ledger.close();
+    await downstream.deleteQueue(downstreamQueue).catch(() => undefined);
+    await downstream.deleteExchange(exchange).catch(() => undefined);
+    await downstreamConnection.close().catch(() => undefined);
+  }
+}
