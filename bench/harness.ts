@@ -39,6 +39,7 @@ export interface RunResult {
     maxBacklog: number;
     backlogAtApplied: number;
     duplicates: number;
+    downstreamCpuUsPerMsg: number;
     rssAtQuarterMb: number[];
   };
 }

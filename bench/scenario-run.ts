@@ -79,7 +79,8 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
         ledger: {
           endToEndMsgsPerSec: Math.round(n / ledger.endToEndSeconds), endToEndSeconds: Math.round(ledger.endToEndSeconds * 100) / 100,
           endToEndP50Ms: ledger.endToEndLatency.percentile(50), endToEndP99Ms: ledger.endToEndLatency.percentile(99),
-          maxBacklog: ledger.maxBacklog, backlogAtApplied: ledger.backlogAtApplied, duplicates: ledger.duplicates, rssAtQuarterMb: ledger.rssAtQuarterMb,
+          maxBacklog: ledger.maxBacklog, backlogAtApplied: ledger.backlogAtApplied, duplicates: ledger.duplicates,
+          downstreamCpuUsPerMsg: ledger.downstreamCpuUsPerMsg, rssAtQuarterMb: ledger.rssAtQuarterMb,
         },
       } : {}),
     };

@@ -2,19 +2,25 @@
  * The `ledger` scenario: the ledger service as it ships (examples/ledger/main.ts) in this
  * process: openLedgerDatabase with its `balance.changed` exchange, the OutboxRelay and the
  * InboxConsumer with main.ts's settings (batch size 500, prefetch 1000, relay retry delays
- * 250-5000 ms), relay started first. A plain amqplib consumer downstream takes every
- * `balance.changed` from a queue bound to that exchange. Timed from the first event delivery:
+ * 250-5000 ms), relay started first. A plain amqplib consumer in a process of its own
+ * (downstream-consumer.ts) takes every `balance.changed` from a queue bound to that exchange. Timed from the first event delivery:
  *   applied      until the inbox applied the last event (its transaction committed, acked);
  *   end to end   until the last `balance.changed` was received downstream.
  * Latency: delivery of the event to the ledger -> its `balance.changed` received downstream
  * (the events wait in a prepublished queue, so the time from their publish would only measure
  * the backlog). The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
  */
+import { fork } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import amqp from "amqplib";
 import { InboxConsumer, OutboxRelay, silentLogger } from "../../src/index.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
 import type { BenchDatabase } from "../databases/bench-database.js";
 import { AMQP_URL, LatencyRecorder } from "../harness.js";
+import type { DownstreamDone } from "./downstream-consumer.js";
 
 /** examples/ledger/main.ts's defaults (LEDGER_BATCH_SIZE and LEDGER_PREFETCH unset). */
 const LEDGER_BATCH_SIZE = 500;
@@ -33,8 +39,10 @@ export interface LedgerMeasurement {
   maxBacklog: number;
   /** Outbox rows pending when the last event was applied. */
   backlogAtApplied: number;
-  /** `balance.changed` received more than once (the relay publishes at least once). */
+  /** `balance.changed` received more than once before the last new one (the relay publishes at least once). */
   duplicates: number;
+  /** The downstream consumer's CPU per message (its own process). */
+  downstreamCpuUsPerMsg: number;
   /** RSS (MB) when a quarter, half, three quarters and all of the events had been applied. */
   rssAtQuarterMb: number[];
 }
@@ -48,15 +56,12 @@ export async function runLedger(db: BenchDatabase, queue: string, n: number, que
   const exchange = `${queue}.balance-changed`;
   // Per event, allocated and written to up front so that they add nothing to RSS during the run.
   const deliveredAt = new Float64Array(n).fill(-1);
-  const received = new Uint8Array(n).fill(0);
   const latency = new LatencyRecorder();
   const endToEndLatency = new LatencyRecorder();
   const rssAtQuarterMb: number[] = [];
   let firstDelivery = Infinity;
   let applied = 0;
   let appliedAt = 0;
-  let receivedCount = 0;
-  let duplicates = 0;
   let receivedAllAt = 0;
   let failure: Error | undefined;
   let finish!: () => void;
@@ -65,32 +70,25 @@ export async function runLedger(db: BenchDatabase, queue: string, n: number, que
 
   const downstreamConnection = await amqp.connect(AMQP_URL);
   const downstreamQueue = `${queue}.downstream`;
-  const downstream = await downstreamConnection.createChannel();
-  await downstream.assertExchange(exchange, "fanout", { durable: true });
-  await downstream.assertQueue(downstreamQueue, { durable: true });
-  await downstream.bindQueue(downstreamQueue, exchange, "");
-  await downstream.prefetch(1000);
-  let unacked = 0;
-  await downstream.consume(downstreamQueue, (message) => {
-    if (!message) return fail(new Error("downstream consumer cancelled"));
-    const now = performance.now();
-    const { caused_by: causedBy } = JSON.parse(message.content.toString()) as { caused_by: string };
-    const i = eventIndex(causedBy);
-    if (received[i] === 1) duplicates++;
-    else {
-      received[i] = 1;
-      receivedCount++;
-      if (deliveredAt[i]! >= 0) endToEndLatency.record(now - deliveredAt[i]!);
-    }
-    if (++unacked >= 250 || receivedCount === n) {
-      downstream.ack(message, true);
-      unacked = 0;
-    }
-    if (receivedCount === n && receivedAllAt === 0) {
-      receivedAllAt = now;
-      if (appliedAt > 0) finish();
-    }
-  }, { noAck: false });
+  const setup = await downstreamConnection.createChannel();
+  await setup.assertExchange(exchange, "fanout", { durable: true });
+  await setup.assertQueue(downstreamQueue, { durable: true });
+  await setup.bindQueue(downstreamQueue, exchange, "");
+  const timesDir = mkdtempSync(join(tmpdir(), "rabbit-inbox-bench-downstream-"));
+  const timesFile = join(timesDir, "received-at.f64");
+  const downstream = fork(fileURLToPath(new URL("./downstream-consumer.js", import.meta.url)), [AMQP_URL, downstreamQueue, String(n), timesFile], { stdio: "inherit" });
+  let downstreamDone: DownstreamDone | undefined;
+  downstream.once("message", (done: DownstreamDone) => {
+    downstreamDone = done;
+    receivedAllAt = done.receivedAllAt - performance.timeOrigin;
+    if (appliedAt > 0) finish();
+  });
+  const downstreamExited = new Promise<void>((resolve) => {
+    downstream.once("exit", (code) => {
+      if (code !== 0 || !downstreamDone) fail(new Error(`downstream consumer exited with code ${code} before it received every balance.changed`));
+      resolve();
+    });
+  });
 
   const ledger = await openLedgerDatabase(db.url, silentLogger, { balanceChangedExchange: exchange });
   const relay = new OutboxRelay({
@@ -136,10 +134,15 @@ export async function runLedger(db: BenchDatabase, queue: string, n: number, que
     await consumer.start();
     await finished;
     if (failure) throw failure;
+    await downstreamExited;
+    const file = readFileSync(timesFile);
+    const receivedAt = new Float64Array(file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength));
+    for (let i = 0; i < n; i++) endToEndLatency.record(receivedAt[i]! - performance.timeOrigin - deliveredAt[i]!);
     return {
       seconds: (appliedAt - firstDelivery) / 1000,
       endToEndSeconds: (receivedAllAt - firstDelivery) / 1000,
-      latency, endToEndLatency, maxBacklog, backlogAtApplied: Math.max(0, backlogAtApplied), duplicates, rssAtQuarterMb,
+      latency, endToEndLatency, maxBacklog, backlogAtApplied: Math.max(0, backlogAtApplied), rssAtQuarterMb,
+      duplicates: downstreamDone!.duplicates, downstreamCpuUsPerMsg: Math.round(downstreamDone!.cpuUs / n),
     };
   } finally {
     sampling = false;
@@ -147,8 +150,10 @@ export async function runLedger(db: BenchDatabase, queue: string, n: number, que
     await consumer.stop();
     await relay.stop();
     await ledger.close();
-    await downstream.deleteQueue(downstreamQueue).catch(() => undefined);
-    await downstream.deleteExchange(exchange).catch(() => undefined);
+    if (downstream.exitCode === null) downstream.kill();
+    rmSync(timesDir, { recursive: true, force: true });
+    await setup.deleteQueue(downstreamQueue).catch(() => undefined);
+    await setup.deleteExchange(exchange).catch(() => undefined);
     await downstreamConnection.close().catch(() => undefined);
   }
 }
