@@ -5,7 +5,7 @@
  */
 import { type BenchDatabase, ACCOUNTS, openBenchDatabase } from "./databases/bench-database.js";
 import {
-  type LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
+  type CpuSplit, type LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
 } from "./harness.js";
 import { type LedgerMeasurement, runLedger } from "./scenarios/ledger.js";
 import { runLibrary } from "./scenarios/library.js";
@@ -43,6 +43,9 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
     let measured: { seconds: number; latency: LatencyRecorder };
     let ledger: LedgerMeasurement | undefined;
     let described: string | undefined;
+    let meters: { memory: ReturnType<RssSampler["stop"]>; cpu: NodeJS.CpuUsage; split: CpuSplit } | undefined;
+    // Read before anything closes: /proc no longer shows a process (a database session) that ended.
+    const stopMeters = () => { meters ??= { memory: rss.stop(), cpu: process.cpuUsage(cpu0), split: machine.stop(n) }; };
     if (scenario === "raw" || scenario === "raw-simple") {
       const raw = scenario === "raw" ? settings.raw : RAW_SIMPLE;
       described = describeRaw(raw);
@@ -55,14 +58,13 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
       const { store, handler, concurrency } = db!.libraryStrict();
       measured = await runLibrary(queue, n, settings.queueArguments, { store, handler, concurrency, batchSize: 1, prefetch: PREFETCH });
     } else if (scenario === "ledger") {
-      ledger = await runLedger(db!, queue, n, settings.queueArguments);
+      ledger = await runLedger(db!, queue, n, settings.queueArguments, stopMeters);
       measured = ledger;
     } else {
       measured = await runLibrary(queue, n, settings.queueArguments, { ...db!.libraryBatched(), ...settings.batched, observed: scenario === "observed" });
     }
-    const memory = rss.stop();
-    const cpu = process.cpuUsage(cpu0);
-    const split = machine.stop(n);
+    stopMeters();
+    const { memory, cpu, split } = meters!;
     if (profiler) console.error(`profile: ${await profiler.stopInto(settings.profile!, `${scenario}-${dbName}`)}`);
     if (db) {
       const total = await db.total();

@@ -52,7 +52,13 @@ function eventIndex(eventId: string): number {
   return Number(eventId.slice(eventId.lastIndexOf("-") + 1));
 }
 
-export async function runLedger(db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>): Promise<LedgerMeasurement> {
+/**
+ * `measured` is called once everything arrived, before the service's connections close: the
+ * caller reads /proc there, while the database sessions that did the work still exist.
+ */
+export async function runLedger(
+  db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>, measured: () => void,
+): Promise<LedgerMeasurement> {
   const exchange = `${queue}.balance-changed`;
   // Per event, allocated and written to up front so that they add nothing to RSS during the run.
   const deliveredAt = new Float64Array(n).fill(-1);
@@ -135,6 +141,7 @@ export async function runLedger(db: BenchDatabase, queue: string, n: number, que
     await finished;
     if (failure) throw failure;
     await downstreamExited;
+    measured();
     const file = readFileSync(timesFile);
     const receivedAt = new Float64Array(file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength));
     for (let i = 0; i < n; i++) endToEndLatency.record(receivedAt[i]! - performance.timeOrigin - deliveredAt[i]!);
