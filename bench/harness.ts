@@ -41,6 +41,10 @@ export interface RunResult {
     duplicates: number;
     downstreamCpuUsPerMsg: number;
     rssAtQuarterMb: number[];
+    /** Paced (`--ledger-rate`): the rate the events went out at, and publish -> `balance.changed` received. */
+    publishedPerSec?: number;
+    publishToReceivedP50Ms?: number;
+    publishToReceivedP99Ms?: number;
   };
 }
 

@@ -13,6 +13,9 @@ export function formatRun(r: RunResult): string {
   const lines = [`${head}  ${cpu}  ${memory}${r.settings ? `  [${r.settings}]` : ""}`];
   if (r.ledger) {
     const l = r.ledger;
+    if (l.publishedPerSec !== undefined) {
+      lines.push(`${"".padEnd(18)} ${"".padEnd(9)} paced: events published during the run at ${l.publishedPerSec} msg/s; publish -> balance.changed received p50 ${l.publishToReceivedP50Ms} ms p99 ${l.publishToReceivedP99Ms} ms`);
+    }
     lines.push(`${"".padEnd(18)} ${"".padEnd(9)} end to end ${l.endToEndMsgsPerSec} msg/s (${l.endToEndSeconds} s), delivery -> balance.changed received p50 ${l.endToEndP50Ms} ms p99 ${l.endToEndP99Ms} ms, outbox backlog max ${l.maxBacklog} (${l.backlogAtApplied} when the last event was applied), ${l.duplicates} duplicate balance.changed, downstream consumer cpu ${l.downstreamCpuUsPerMsg} us/msg (its own process), rss at each quarter ${l.rssAtQuarterMb.join("/")} MB`);
   }
   return lines.join("\n");

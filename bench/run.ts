@@ -24,7 +24,10 @@ import { runOutboxDrain } from "./outbox-drain.js";
 const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple");
 
 function settingsOf(args: BenchArgs, raw: RawSettings = args.raw): ScenarioSettings {
-  return { raw, batched: args.batched, queueArguments: args.queueArguments, ...(args.profile ? { profile: args.profile } : {}) };
+  return {
+    raw, batched: args.batched, queueArguments: args.queueArguments,
+    ...(args.profile ? { profile: args.profile } : {}), ...(args.ledgerRate ? { ledgerRate: args.ledgerRate } : {}),
+  };
 }
 
 async function warmUp(args: BenchArgs, scenarios: readonly Scenario[], log: (line: string) => void): Promise<void> {
@@ -34,6 +37,7 @@ async function warmUp(args: BenchArgs, scenarios: readonly Scenario[], log: (lin
   log(`warm-up: each scenario once with ${args.warmup} messages, untimed`);
   const settings = { ...settingsOf(args) };
   delete settings.profile;
+  delete settings.ledgerRate;
   for (const scenario of scenarios.filter((s) => BROKER_ONLY.includes(s))) await runScenario(scenario, "-", args.warmup, settings);
   for (const db of args.dbs) {
     for (const scenario of scenarios.filter((s) => !BROKER_ONLY.includes(s))) await runScenario(scenario, db, args.warmup, settings);
@@ -44,7 +48,7 @@ async function throughput(args: BenchArgs): Promise<void> {
   const scenarios = args.only ? SCENARIOS.filter((s) => args.only!.includes(s)) : DEFAULT_SCENARIOS;
   const log = (line: string) => { if (!args.json) console.log(line); };
   log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, ${args.runs} run(s), scenarios ${scenarios.join(",")}, databases ${args.dbs.join(",")}`);
-  log(`  raw: ${describeRaw(args.raw)}; naive, handwritten, strict: prefetch 200; batched: ${JSON.stringify(args.batched) === "{}" ? "the library's defaults" : JSON.stringify(args.batched)}; queue arguments ${JSON.stringify(args.queueArguments)}; node ${process.version}; ${new Date().toISOString()}`);
+  log(`  raw: ${describeRaw(args.raw)}; naive, handwritten, strict: prefetch 200; batched: ${JSON.stringify(args.batched) === "{}" ? "the library's defaults" : JSON.stringify(args.batched)}${args.ledgerRate ? `; ledger: events published during the run at ${args.ledgerRate} msg/s` : ""}; queue arguments ${JSON.stringify(args.queueArguments)}; node ${process.version}; ${new Date().toISOString()}`);
   await warmUp(args, scenarios, log);
   const results: RunResult[] = [];
   const record = (r: RunResult) => { results.push(r); log(formatRun(r)); };

@@ -28,6 +28,8 @@ export interface ScenarioSettings {
   preload?: number;
   /** A directory: write a V8 CPU profile of the timed part there. */
   profile?: string;
+  /** The ledger scenario: publish its events during the run at this rate instead of beforehand. */
+  ledgerRate?: number;
 }
 
 export async function runScenario(scenario: Scenario, dbName: string, n: number, settings: ScenarioSettings): Promise<RunResult> {
@@ -35,7 +37,9 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
   const queue = randomName(`bench.${scenario}`);
   try {
     if (db && settings.preload) await db.preloadDedupRows(settings.preload);
-    await preparePublishedQueue(queue, n, ACCOUNTS, randomName("ev"), settings.queueArguments);
+    const runTag = randomName("ev");
+    const paced = scenario === "ledger" && settings.ledgerRate !== undefined;
+    if (!paced) await preparePublishedQueue(queue, n, ACCOUNTS, runTag, settings.queueArguments);
     const rss = new RssSampler();
     const cpu0 = process.cpuUsage();
     const machine = new SystemCpuSampler();
@@ -58,7 +62,7 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
       const { store, handler, concurrency } = db!.libraryStrict();
       measured = await runLibrary(queue, n, settings.queueArguments, { store, handler, concurrency, batchSize: 1, prefetch: PREFETCH });
     } else if (scenario === "ledger") {
-      ledger = await runLedger(db!, queue, n, settings.queueArguments, stopMeters);
+      ledger = await runLedger(db!, queue, n, settings.queueArguments, stopMeters, paced ? { rate: settings.ledgerRate!, runTag, accounts: ACCOUNTS } : undefined);
       measured = ledger;
     } else {
       measured = await runLibrary(queue, n, settings.queueArguments, { ...db!.libraryBatched(), ...settings.batched, observed: scenario === "observed" });
@@ -83,6 +87,10 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
           endToEndP50Ms: ledger.endToEndLatency.percentile(50), endToEndP99Ms: ledger.endToEndLatency.percentile(99),
           maxBacklog: ledger.maxBacklog, backlogAtApplied: ledger.backlogAtApplied, duplicates: ledger.duplicates,
           downstreamCpuUsPerMsg: ledger.downstreamCpuUsPerMsg, rssAtQuarterMb: ledger.rssAtQuarterMb,
+          ...(ledger.publishToReceived ? {
+            publishedPerSec: ledger.publishedPerSec!,
+            publishToReceivedP50Ms: ledger.publishToReceived.percentile(50), publishToReceivedP99Ms: ledger.publishToReceived.percentile(99),
+          } : {}),
         },
       } : {}),
     };

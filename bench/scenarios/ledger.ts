@@ -8,7 +8,8 @@
  *   end to end   until the last `balance.changed` was received downstream.
  * Latency: delivery of the event to the ledger -> its `balance.changed` received downstream
  * (the events wait in a prepublished queue, so the time from their publish would only measure
- * the backlog). The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
+ * the backlog). Paced (`--ledger-rate R`), the traffic process publishes the events during the
+ * run at R per second instead, and the latency from each event's publish is measured too. The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
  */
 import { fork } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -20,7 +21,7 @@ import { InboxConsumer, OutboxRelay, silentLogger } from "../../src/index.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
 import type { BenchDatabase } from "../databases/bench-database.js";
 import { AMQP_URL, LatencyRecorder } from "../harness.js";
-import type { DownstreamDone } from "./downstream-consumer.js";
+import { type DownstreamDone, PUBLISH } from "./traffic-protocol.js";
 
 /** examples/ledger/main.ts's defaults (LEDGER_BATCH_SIZE and LEDGER_PREFETCH unset). */
 const LEDGER_BATCH_SIZE = 500;
@@ -41,11 +42,17 @@ export interface LedgerMeasurement {
   backlogAtApplied: number;
   /** `balance.changed` received more than once before the last new one (the relay publishes at least once). */
   duplicates: number;
-  /** The downstream consumer's CPU per message (its own process). */
+  /** The downstream consumer's CPU per message (its own process; with pacing, the producer's too). */
   downstreamCpuUsPerMsg: number;
+  /** Paced: publish of the event -> its `balance.changed` received, and the rate it was published at. */
+  publishToReceived?: LatencyRecorder;
+  publishedPerSec?: number;
   /** RSS (MB) when a quarter, half, three quarters and all of the events had been applied. */
   rssAtQuarterMb: number[];
 }
+
+/** Events published during the run at a fixed rate (by the traffic process) instead of beforehand. */
+export interface LedgerPacing { rate: number; runTag: string; accounts: number }
 
 /** The index i of an event id `<runTag>-<i>` (see eventBody in harness.ts). */
 function eventIndex(eventId: string): number {
@@ -57,7 +64,7 @@ function eventIndex(eventId: string): number {
  * caller reads /proc there, while the database sessions that did the work still exist.
  */
 export async function runLedger(
-  db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>, measured: () => void,
+  db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>, measured: () => void, pacing?: LedgerPacing,
 ): Promise<LedgerMeasurement> {
   const exchange = `${queue}.balance-changed`;
   // Per event, allocated and written to up front so that they add nothing to RSS during the run.
@@ -82,7 +89,7 @@ export async function runLedger(
   await setup.bindQueue(downstreamQueue, exchange, "");
   const timesDir = mkdtempSync(join(tmpdir(), "rabbit-inbox-bench-downstream-"));
   const timesFile = join(timesDir, "received-at.f64");
-  const downstream = fork(fileURLToPath(new URL("./downstream-consumer.js", import.meta.url)), [AMQP_URL, downstreamQueue, String(n), timesFile], { stdio: "inherit" });
+  const downstream = fork(fileURLToPath(new URL("./downstream-consumer.js", import.meta.url)), [AMQP_URL, downstreamQueue, String(n), timesFile, ...(pacing ? [queue, String(pacing.rate), pacing.runTag, String(pacing.accounts)] : [])], { stdio: "inherit" });
   let downstreamDone: DownstreamDone | undefined;
   downstream.once("message", (done: DownstreamDone) => {
     downstreamDone = done;
@@ -138,6 +145,7 @@ export async function runLedger(
   try {
     await relay.start();
     await consumer.start();
+    if (pacing) downstream.send(PUBLISH);
     await finished;
     if (failure) throw failure;
     await downstreamExited;
@@ -145,11 +153,19 @@ export async function runLedger(
     const file = readFileSync(timesFile);
     const receivedAt = new Float64Array(file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength));
     for (let i = 0; i < n; i++) endToEndLatency.record(receivedAt[i]! - performance.timeOrigin - deliveredAt[i]!);
+    let publishToReceived: LatencyRecorder | undefined;
+    if (pacing) {
+      const published = readFileSync(`${timesFile}.published`);
+      const publishedAt = new Float64Array(published.buffer.slice(published.byteOffset, published.byteOffset + published.byteLength));
+      publishToReceived = new LatencyRecorder();
+      for (let i = 0; i < n; i++) publishToReceived.record(receivedAt[i]! - publishedAt[i]!);
+    }
     return {
       seconds: (appliedAt - firstDelivery) / 1000,
       endToEndSeconds: (receivedAllAt - firstDelivery) / 1000,
       latency, endToEndLatency, maxBacklog, backlogAtApplied: Math.max(0, backlogAtApplied), rssAtQuarterMb,
       duplicates: downstreamDone!.duplicates, downstreamCpuUsPerMsg: Math.round(downstreamDone!.cpuUs / n),
+      ...(publishToReceived ? { publishToReceived, publishedPerSec: downstreamDone!.publishedPerSec ?? 0 } : {}),
     };
   } finally {
     sampling = false;
