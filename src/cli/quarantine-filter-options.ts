@@ -17,17 +17,29 @@ export interface FilterFlags {
 
 const FLAG_NAMES = ["handler", "reason", "tenant", "since", "until", "fingerprint", "group", "text"] as const;
 
-/** Adds the selection flags shared by `groups` and the bulk forms of `replay` and `discard`. */
-export function addFilterOptions(command: Command): Command {
+/**
+ * Adds the selection flags shared by `list`, `groups` and the bulk forms of `replay` and
+ * `discard`. Those two already take `--reason` for the operator's why (kept in the audit), so
+ * there the quarantine reason is selected with `--quarantine-reason`.
+ */
+export function addFilterOptions(command: Command, reasonFlag: "--reason" | "--quarantine-reason" = "--reason"): Command {
   return command
     .addOption(new Option("--handler <name>", "only this handler's entries"))
-    .addOption(new Option("--reason <reason>", "only this reason (invalid, conflict, stale, account_missing, ...)"))
+    .addOption(new Option(`${reasonFlag} <reason>`, "only entries quarantined for this reason (invalid, conflict, stale, account_missing, ...)"))
     .addOption(new Option("--tenant <tenant>", "only this tenant's entries"))
     .addOption(new Option("--since <time>", "first quarantined at or after: an ISO time (2026-11-30T06:00Z, 2026-11-30) or a duration ago (90m, 2h, 1d)"))
     .addOption(new Option("--until <time>", "first quarantined before: an ISO time or a duration ago"))
     .addOption(new Option("--fingerprint <sha256>", "only entries of this version (its fingerprint)"))
     .addOption(new Option("--group <key>", "only this group's entries (a key from quarantine groups)"))
     .addOption(new Option("--text <substring>", "only entries whose error text contains this (case-insensitive)"));
+}
+
+/** The filter flags of a command whose `--reason` is the operator's why: the quarantine reason is `--quarantine-reason`. */
+export function filterFlagsOfDecision(options: Omit<FilterFlags, "reason"> & { quarantineReason?: string }): FilterFlags {
+  const { handler, tenant, since, until, fingerprint, group, text, quarantineReason } = options;
+  const flags: FilterFlags = { handler, reason: quarantineReason, tenant, since, until, fingerprint, group, text };
+  for (const name of FLAG_NAMES) if (flags[name] === undefined) delete flags[name];
+  return flags;
 }
 
 /** True when any filter flag was given. */

@@ -11,10 +11,10 @@ import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
 import { amqpUrlFrom, amqpUrlOption, databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
 import { iso, printJson, printLine, printNote } from "../output.js";
-import { type FilterFlags, addFilterOptions, hasFilterFlags, parseRate, quarantineFilterFrom } from "../quarantine-filter-options.js";
+import { type FilterFlags, addFilterOptions, filterFlagsOfDecision, hasFilterFlags, parseRate, quarantineFilterFrom } from "../quarantine-filter-options.js";
 
 interface Common { databaseUrl?: string; json?: boolean }
-interface BulkFlags extends FilterFlags { all?: boolean; limit?: number; dryRun?: boolean; yes?: boolean; concurrency?: number }
+interface BulkFlags extends Omit<FilterFlags, "reason"> { quarantineReason?: string; all?: boolean; limit?: number; dryRun?: boolean; yes?: boolean; concurrency?: number }
 
 export function auditJson(a: AuditRecord) {
   return {
@@ -25,7 +25,7 @@ export function auditJson(a: AuditRecord) {
 
 /** Flags of the bulk forms: which entries (filters, --all, --limit) and the safety catch (--dry-run, --yes). */
 function addBulkOptions(command: Command): Command {
-  return addFilterOptions(command)
+  return addFilterOptions(command, "--quarantine-reason")
     .addOption(new Option("--all", "every held entry (when no filter flag narrows the selection)"))
     .addOption(new Option("--limit <n>", "at most this many entries").argParser(parsePositiveInt("--limit")))
     .addOption(new Option("--concurrency <n>", "entries in flight at once (default 1, in id order)").argParser(parsePositiveInt("--concurrency")))
@@ -34,17 +34,18 @@ function addBulkOptions(command: Command): Command {
 }
 
 /** The selection of a bulk form, or null for the single-entry form; usage errors exit 2. */
-function bulkSelection(idText: string | undefined, flags: BulkFlags, verb: string): QuarantineFilter | null {
+function bulkSelection(idText: string | undefined, options: BulkFlags, verb: string): QuarantineFilter | null {
+  const flags = filterFlagsOfDecision(options);
   const filtered = hasFilterFlags(flags);
-  const bulkOnly = flags.all || flags.limit !== undefined || flags.dryRun || flags.yes || flags.concurrency !== undefined;
+  const bulkOnly = options.all || options.limit !== undefined || options.dryRun || options.yes || options.concurrency !== undefined;
   if (idText !== undefined) {
     if (filtered || bulkOnly) throw new CliError(`give one entry id, or select entries with filter flags or --all; not both`, 2);
     return null;
   }
-  if (!filtered && !flags.all) {
-    throw new CliError(`give an entry id, or select the entries to ${verb} with filter flags (--handler, --reason, --tenant, --since, --until, --fingerprint, --group, --text) or --all`, 2);
+  if (!filtered && !options.all) {
+    throw new CliError(`give an entry id, or select the entries to ${verb} with filter flags (--handler, --quarantine-reason, --tenant, --since, --until, --fingerprint, --group, --text) or --all`, 2);
   }
-  if (filtered && flags.all) throw new CliError("--all selects every held entry: leave out the filter flags, or --all", 2);
+  if (filtered && options.all) throw new CliError("--all selects every held entry: leave out the filter flags, or --all", 2);
   return quarantineFilterFrom(flags);
 }
 
