@@ -18,6 +18,11 @@ export interface BulkResult {
    * by this run under their own audit record; in a dry run, those that would be.
    */
   resumed: number;
+  /**
+   * Replays committed less than `resumeAfterMs` ago and not confirmed yet: another run may be
+   * publishing them right now, so they are left to it (a later run finishes them if it died).
+   */
+  unconfirmed: number;
   /** Why the run stopped before the end of the selection (aborted, too many failed publishes); null when it did not. */
   stopped: string | null;
 }
@@ -32,7 +37,7 @@ export interface BulkProgress {
 }
 
 export function emptyBulkResult(dryRun: boolean): BulkResult {
-  return { dryRun, selected: 0, byReason: {}, done: 0, skipped: [], failed: [], resumed: 0, stopped: null };
+  return { dryRun, selected: 0, byReason: {}, done: 0, skipped: [], failed: [], resumed: 0, unconfirmed: 0, stopped: null };
 }
 
 export function progressOf(r: BulkResult): BulkProgress {

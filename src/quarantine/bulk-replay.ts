@@ -27,6 +27,12 @@ export interface BulkReplayOptions {
   onProgress?: (progress: BulkProgress) => void;
   /** Replays in flight at once. Default 1 (in id order). */
   concurrency?: number;
+  /**
+   * A replay committed but not confirmed is taken for an interrupted one (and finished) only
+   * once its decision is this old: younger, another run may still be waiting for its confirm.
+   * Default 30,000 (three default confirm timeouts); 0 when the earlier run is known to be dead.
+   */
+  resumeAfterMs?: number;
   /** Stop after this many republishes fail in a row: the broker or the queue is likely gone. Default 5. */
   maxConsecutiveFailures?: number;
 }
@@ -43,7 +49,7 @@ const PAGE = 200;
  * decision is taken only if the entry is still held (two runs at once never both replay it).
  * A run killed between an entry's commit and its broker confirm leaves an audit record with
  * neither `published_at` nor `failure`: the next run over the same filter finishes those first,
- * under that record. That republish may copy a message the broker already had; the consumer
+ * under that record, once they are `resumeAfterMs` old (a younger one may be another live run's). That republish may copy a message the broker already had; the consumer
  * takes the copy as a duplicate (the inbox dedups by event id, a grant is spent once).
  */
 export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPublish, options: BulkReplayOptions): Promise<BulkResult> {
@@ -84,10 +90,17 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
   };
 
   // First, replays an earlier run committed but never saw confirmed.
+  const resumeAfterMs = options.resumeAfterMs ?? 30_000;
+  if (!Number.isFinite(resumeAfterMs) || resumeAfterMs < 0) throw new RangeError(`resumeAfterMs must be 0 or more, got ${resumeAfterMs}`);
+  const resumeBefore = (await admin.now()).getTime() - resumeAfterMs;
   const { status: _held, ...rest } = options.filter;
   await forEachConcurrently(selectQuarantineEntries(admin, { ...rest, pendingReplay: true }, { pageSize: PAGE }), concurrency, stop, guarded(async (entry) => {
     const audit = (await admin.quarantineAudit(entry.id)).at(-1);
     if (!audit || audit.action !== "replay" || audit.publishedAt !== null || audit.failure !== null) return;
+    if (audit.at.getTime() > resumeBefore) {
+      result.unconfirmed++;
+      return;
+    }
     if (result.dryRun) {
       result.resumed++;
       return;

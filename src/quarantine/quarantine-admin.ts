@@ -122,6 +122,8 @@ export interface QuarantineAdmin {
   /** Another quarantine entry of the same key carrying `fingerprint`: the body of a version the inbox saw. */
   findQuarantinedVersion(handler: string, key: EventKey, fingerprint: string): Promise<QuarantineDetail | null>;
   quarantineAudit(quarantineId: number): Promise<AuditRecord[]>;
+  /** The clock the audit times are written on (the database's; this host's for SQLite). */
+  now(): Promise<Date>;
   /**
    * In one transaction: checks the entry can take the action (throws QuarantineOperationError
    * otherwise), records the audit row, writes any grant, and sets the status (`replayed` or

@@ -10,7 +10,7 @@ import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PermanentEventError } from "../../src/core/errors.js";
 import {
-  AmqpReplayPublisher, type BulkResult, type QuarantineDetail, bulkDiscard, bulkReplay, groupKeyOfEntry, quarantineGroups,
+  AmqpReplayPublisher, type BulkResult, type QuarantineDetail, bulkDiscard, bulkReplay, groupKeyOfEntry, quarantineGroups, replayMessage,
 } from "../../src/index.js";
 import { amqpUrl, deleteQueues, drainQueue, withChannel } from "../support/broker.js";
 import { HANDLER, type RetentionFixture, delivery, event, retentionFixture } from "../support/retention-fixture.js";
@@ -130,7 +130,7 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     const [overLimit] = await quarantineGroups(f.ops, { reason: "over_limit" });
 
     const dry = await bulkDiscard(f.ops, { filter: { group: overLimit!.key }, actor: "ops-carol", reason: "limit raised, events obsolete", dryRun: true });
-    expect(dry).toEqual({ dryRun: true, selected: 2, byReason: { over_limit: 2 }, done: 2, skipped: [], failed: [], resumed: 0, stopped: null } satisfies BulkResult);
+    expect(dry).toEqual({ dryRun: true, selected: 2, byReason: { over_limit: 2 }, done: 2, skipped: [], failed: [], resumed: 0, unconfirmed: 0, stopped: null } satisfies BulkResult);
     expect(await f.ops.listQuarantineEntries({ status: "discarded" })).toEqual([]);
 
     const run = await bulkDiscard(f.ops, { filter: { group: overLimit!.key }, actor: "ops-carol", reason: "limit raised, events obsolete" });
@@ -221,11 +221,15 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     const interrupted = byEvent("m-2");
     const audit = await f.ops.beginResolution(interrupted.id, { action: "replay", actor: "ops-fay", reason: "killed run" });
 
-    const dry = await bulkReplay(f.ops, publisher.publish, { filter: { reason: "account_missing" }, actor: "ops-fay", reason: "again", dryRun: true });
-    expect(dry).toMatchObject({ resumed: 1, selected: 4, done: 4 });
+    // Just committed: it may be another live run's, waiting for its confirm; left alone.
+    const young = await bulkReplay(f.ops, publisher.publish, { filter: { reason: "account_missing" }, actor: "ops-fay", reason: "again", dryRun: true });
+    expect(young).toMatchObject({ resumed: 0, unconfirmed: 1, selected: 4, done: 4 });
+
+    const dry = await bulkReplay(f.ops, publisher.publish, { filter: { reason: "account_missing" }, actor: "ops-fay", reason: "again", dryRun: true, resumeAfterMs: 0 });
+    expect(dry).toMatchObject({ resumed: 1, unconfirmed: 0, selected: 4, done: 4 });
     expect(await drainQueue(queue)).toEqual([]);
 
-    const run = await bulkReplay(f.ops, publisher.publish, { filter: { reason: "account_missing" }, actor: "ops-fay", reason: "again" });
+    const run = await bulkReplay(f.ops, publisher.publish, { filter: { reason: "account_missing" }, actor: "ops-fay", reason: "again", resumeAfterMs: 0 });
     expect(run).toMatchObject({ resumed: 1, selected: 4, done: 4, failed: [] });
     const audits = await f.ops.quarantineAudit(interrupted.id);
     expect(audits).toHaveLength(1);
@@ -234,6 +238,24 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     const consumed = await consume(f, queue);
     expect(consumed.eventIds.sort()).toEqual(["m-1", "m-2", "m-3", "m-4", "m-5"]);
     expect(await bulkReplay(f.ops, publisher.publish, { filter: { reason: "account_missing" }, actor: "ops-fay", reason: "third" })).toMatchObject({ resumed: 0, selected: 0 });
+    expect(await drainQueue(queue)).toEqual([]);
+  });
+
+  it("killed after the broker took the message but before its confirm was recorded: the next run publishes it again, and the consumer applies it once", async () => {
+    const f = await retentionFixture(kind);
+    const queue = await freshQueue();
+    const { byEvent } = await quarantined(f, queue);
+    const entry = byEvent("m-4");
+    const audit = await f.ops.beginResolution(entry.id, { action: "replay", actor: "ops-gil", reason: "killed after the publish" });
+    await publisher.publish(replayMessage(entry, audit)); // the broker has it; the run died before confirmReplay
+
+    const run = await bulkReplay(f.ops, publisher.publish, { filter: { tenant: "t2" }, actor: "ops-gil", reason: "again", resumeAfterMs: 0 });
+    expect(run).toMatchObject({ resumed: 1, selected: 1, done: 1, failed: [] });
+    expect(await f.ops.quarantineAudit(entry.id)).toEqual([expect.objectContaining({ id: audit.id, failure: null, publishedAt: expect.any(Date) as Date })]);
+    const consumed = await consume(f, queue);
+    expect(consumed.eventIds.sort()).toEqual(["m-4", "m-4", "m-5"]);
+    expect(consumed.outcomes.sort()).toEqual(["applied", "applied", "duplicate"]);
+    expect((await f.effects()).get("m-4")).toBe(1);
     expect(await drainQueue(queue)).toEqual([]);
   });
 });

@@ -6,6 +6,7 @@ import { bulkReplay } from "../../quarantine/bulk-replay.js";
 import { discardQuarantineEntry } from "../../quarantine/discard.js";
 import type { AuditRecord, QuarantineFilter } from "../../quarantine/quarantine-admin.js";
 import { replayQuarantineEntry } from "../../quarantine/replay.js";
+import { parseDuration } from "../../retention/duration.js";
 import { actorFrom } from "../actor.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
@@ -58,6 +59,9 @@ function printBulkResult(result: BulkResult, verb: "replay" | "discard", json: b
   else {
     const selected = `${result.selected} selected entr${result.selected === 1 ? "y" : "ies"}${result.selected > 0 ? ` (${byReasonText(result)})` : ""}`;
     printLine(result.dryRun ? `dry run: would ${verb} ${result.done} of ${selected}` : `${past} ${result.done} of ${selected}`);
+    if (result.unconfirmed > 0) {
+      printNote(`${result.unconfirmed} replay${result.unconfirmed === 1 ? " was" : "s were"} committed moments ago and not confirmed yet: left to the run that made ${result.unconfirmed === 1 ? "it" : "them"} (if it died, run again later or with --resume-after 0s)`);
+    }
     if (result.resumed > 0) printLine(`${result.dryRun ? "would finish" : "finished"} ${result.resumed} replay${result.resumed === 1 ? "" : "s"} an earlier run committed but never saw confirmed`);
     const shown = 20;
     for (const s of result.skipped.slice(0, shown)) printLine(`skipped #${s.id}: ${s.why}`);
@@ -90,7 +94,7 @@ async function withInterrupt<T>(work: (signal: AbortSignal) => Promise<T>): Prom
   }
 }
 
-type ReplayFlags = Common & BulkFlags & { reason?: string; actor?: string; acceptNew?: boolean; acceptStale?: boolean; amqpUrl?: string; confirmTimeout: number; rate?: number };
+type ReplayFlags = Common & BulkFlags & { resumeAfter: string; reason?: string; actor?: string; acceptNew?: boolean; acceptStale?: boolean; amqpUrl?: string; confirmTimeout: number; rate?: number };
 
 export function addReplayCommand(group: Command): void {
   addBulkOptions(group.command("replay")
@@ -100,7 +104,8 @@ export function addReplayCommand(group: Command): void {
     .addOption(new Option("--actor <name>", "who (kept in the audit); default: $RABBIT_INBOX_ACTOR, else user@host"))
     .addOption(new Option("--accept-new", "conflicts: this version replaces the stored one and is applied (compensate the stored version's effects first); a bulk replay skips conflicts without it"))
     .addOption(new Option("--accept-stale", "stale events: let exactly this version past the stale fence (check it was never applied first); a bulk replay skips stale entries without it"))
-    .addOption(new Option("--rate <per-second>", "bulk: at most this many republishes per second").argParser(parseRate)))
+    .addOption(new Option("--rate <per-second>", "bulk: at most this many republishes per second").argParser(parseRate))
+    .addOption(new Option("--resume-after <duration>", "bulk: finish a replay an earlier run committed but never saw confirmed once it is this old (0s when that run is known to be dead)").default("30s")))
     .addOption(amqpUrlOption())
     .addOption(new Option("--confirm-timeout <ms>", "publisher-confirm timeout").default(10_000).argParser(parsePositiveInt("--confirm-timeout")))
     .addOption(databaseUrlOption())
@@ -109,13 +114,20 @@ export function addReplayCommand(group: Command): void {
       const filter = bulkSelection(idText, options, "replay");
       if (filter === null && options.rate !== undefined) throw new CliError("--rate paces a bulk replay: select entries with filter flags or --all", 2);
       if (filter === null) return replayOne(parseId(idText!), options);
+      const resumeAfterMs = (text: string) => {
+        try {
+          return parseDuration(text);
+        } catch {
+          throw new CliError(`--resume-after takes a duration (0s, 30s, 5m), got ${JSON.stringify(text)}`, 2);
+        }
+      };
       if (!options.dryRun && !options.reason?.trim()) throw new CliError("a bulk replay needs a --reason (kept in the audit of every entry)", 2);
       await withCurrentSchema(options.databaseUrl, async (db) => {
         const common = {
           filter, actor: actorFrom(options.actor), reason: options.reason?.trim() || "dry run",
           acceptNew: options.acceptNew ?? false, acceptStale: options.acceptStale ?? false,
           ...(options.limit === undefined ? {} : { limit: options.limit }), ...(options.concurrency === undefined ? {} : { concurrency: options.concurrency }),
-          ...(options.rate === undefined ? {} : { ratePerSecond: options.rate }),
+          ...(options.rate === undefined ? {} : { ratePerSecond: options.rate }), resumeAfterMs: resumeAfterMs(options.resumeAfter),
         };
         if (options.dryRun || !options.yes) {
           const noPublish = () => Promise.reject(new Error("a dry run publishes nothing"));
