@@ -258,4 +258,35 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     expect((await f.effects()).get("m-4")).toBe(1);
     expect(await drainQueue(queue)).toEqual([]);
   });
+  it("failed republishes put entries back to held with the failure audited, and stop the run; an aborted run stops after the entries in hand", async () => {
+    const f = await retentionFixture(kind);
+    const queue = await freshQueue();
+    const { all } = await quarantined(f, queue);
+    await deleteQueues(queue); // every republish is now returned unroutable
+
+    const failed = await bulkReplay(f.ops, publisher.publish, { filter: { reason: "account_missing" }, actor: "ops-hal", reason: "queue gone", maxConsecutiveFailures: 3 });
+    expect(failed).toMatchObject({ selected: 3, done: 0, skipped: [] });
+    expect(failed.failed).toHaveLength(3);
+    expect(failed.failed[0]!.error).toMatch(/unroutable/);
+    expect(failed.stopped).toMatch(/^3 republishes failed in a row \(last: .*unroutable/);
+    expect(await f.ops.listQuarantineEntries({ status: "replayed" })).toEqual([]);
+    const tried = failed.failed.map((x) => x.id);
+    for (const id of tried) {
+      expect(await f.ops.quarantineAudit(id)).toEqual([expect.objectContaining({ action: "replay", publishedAt: null, failure: expect.stringMatching(/unroutable/) as string })]);
+    }
+    // Not one of the entries after the third was touched.
+    const untouched = all.filter((e) => e.reason === "account_missing" && !tried.includes(e.id));
+    for (const e of untouched) expect(await f.ops.quarantineAudit(e.id)).toEqual([]);
+
+    await withChannel((ch) => ch.assertQueue(queue, { durable: true }));
+    const controller = new AbortController();
+    const aborted = await bulkReplay(f.ops, publisher.publish, {
+      filter: { reason: "account_missing" }, actor: "ops-hal", reason: "queue back", ratePerSecond: 5, signal: controller.signal,
+      onProgress: (p) => { if (p.done === 2) controller.abort(); },
+    });
+    expect(aborted).toMatchObject({ done: 2, failed: [], stopped: "aborted" });
+    expect(await f.ops.listQuarantineEntries({ status: "replayed" })).toHaveLength(2);
+    expect(await f.ops.listQuarantineEntries({ reason: "account_missing" })).toHaveLength(3);
+    expect(await drainQueue(queue)).toHaveLength(2);
+  });
 });
