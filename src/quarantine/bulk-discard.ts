@@ -51,6 +51,8 @@ export async function bulkDiscard(admin: QuarantineAdmin, options: BulkDiscardOp
       }
     }
     options.onProgress?.(progressOf(result));
+  }, (error) => {
+    result.stopped = `the database failed: ${describeError(error)}`;
   });
   return result;
 }

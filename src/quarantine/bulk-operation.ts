@@ -61,12 +61,24 @@ export function checkBulkOptions(name: string, options: { filter: QuarantineFilt
 /**
  * Runs `work` on each item of `source` with at most `concurrency` at once, in the source's
  * order of taking, until the source ends or `stop()` says so. The source is an async generator:
- * its `next()` calls queue, so workers never get the same item.
+ * its `next()` calls queue, so workers never get the same item. A source that fails (the
+ * database, reading the next page) ends the run through `sourceFailed`, so that what was done
+ * is still reported.
  */
-export async function forEachConcurrently<T>(source: AsyncGenerator<T>, concurrency: number, stop: () => boolean, work: (item: T) => Promise<void>): Promise<void> {
+export async function forEachConcurrently<T>(
+  source: AsyncGenerator<T>, concurrency: number, stop: () => boolean, work: (item: T) => Promise<void>, sourceFailed: (error: unknown) => void,
+): Promise<void> {
+  let failed = false;
   const worker = async () => {
-    while (!stop()) {
-      const next = await source.next();
+    while (!stop() && !failed) {
+      let next: IteratorResult<T>;
+      try {
+        next = await source.next();
+      } catch (error) {
+        if (!failed) sourceFailed(error);
+        failed = true;
+        return;
+      }
       if (next.done) return;
       await work(next.value);
     }

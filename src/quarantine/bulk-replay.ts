@@ -1,6 +1,6 @@
 import { describeError } from "../core/errors.js";
 import { type BulkProgress, type BulkResult, checkBulkOptions, emptyBulkResult, forEachConcurrently, progressOf } from "./bulk-operation.js";
-import type { QuarantineAdmin, QuarantineDetail, QuarantineFilter } from "./quarantine-admin.js";
+import type { AuditRecord, QuarantineAdmin, QuarantineDetail, QuarantineFilter } from "./quarantine-admin.js";
 import { QuarantineOperationError } from "./quarantine-operation-error.js";
 import { selectQuarantineEntries } from "./quarantine-selection.js";
 import { type ConfirmedPublish, replayMessage } from "./replay.js";
@@ -63,7 +63,7 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
     return result.stopped !== null;
   };
   const report = () => options.onProgress?.(progressOf(result));
-  const publishOrPutBack = async (entry: QuarantineDetail, audit: Parameters<typeof replayMessage>[1]): Promise<boolean> => {
+  const publishOrPutBack = async (entry: QuarantineDetail, audit: AuditRecord): Promise<boolean> => {
     try {
       await publish(replayMessage(entry, audit));
     } catch (error) {
@@ -78,13 +78,16 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
     return true;
   };
   const { concurrency = 1 } = options;
+  const databaseFailed = (error: unknown) => {
+    result.stopped = `the database failed: ${describeError(error)}`;
+  };
   const guarded = (work: (entry: QuarantineDetail) => Promise<void>) => async (entry: QuarantineDetail) => {
     try {
       await work(entry);
     } catch (error) {
       // The database failed under us: record the entry and stop rather than fail thousands alike.
       result.failed.push({ id: entry.id, error: describeError(error) });
-      result.stopped = `the database failed: ${describeError(error)}`;
+      databaseFailed(error);
     }
     report();
   };
@@ -92,7 +95,13 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
   // First, replays an earlier run committed but never saw confirmed.
   const resumeAfterMs = options.resumeAfterMs ?? 30_000;
   if (!Number.isFinite(resumeAfterMs) || resumeAfterMs < 0) throw new RangeError(`resumeAfterMs must be 0 or more, got ${resumeAfterMs}`);
-  const resumeBefore = (await admin.now()).getTime() - resumeAfterMs;
+  let resumeBefore: number;
+  try {
+    resumeBefore = (await admin.now()).getTime() - resumeAfterMs;
+  } catch (error) {
+    databaseFailed(error);
+    return result;
+  }
   const { status: _held, ...rest } = options.filter;
   await forEachConcurrently(selectQuarantineEntries(admin, { ...rest, pendingReplay: true }, { pageSize: PAGE }), concurrency, stop, guarded(async (entry) => {
     const audit = (await admin.quarantineAudit(entry.id)).at(-1);
@@ -108,7 +117,7 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
     await pacer.next();
     if (stop()) return;
     if (await publishOrPutBack(entry, audit)) result.resumed++;
-  }));
+  }), databaseFailed);
 
   const selection = selectQuarantineEntries(admin, { ...rest, status: "held" }, { pageSize: PAGE, ...(options.limit === undefined ? {} : { limit: options.limit }) });
   await forEachConcurrently(selection, concurrency, stop, guarded(async (entry) => {
@@ -138,7 +147,7 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
       return;
     }
     if (await publishOrPutBack(entry, audit)) result.done++;
-  }));
+  }), databaseFailed);
   return result;
 }
 

@@ -102,12 +102,12 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     expect(await list({ status: "replayed" })).toEqual([]);
 
     const groups = await quarantineGroups(f.ops);
-    expect(groups.map((g) => [g.reason, g.entries, g.cause])).toEqual([
+    // Largest first; the two groups of one entry each may be seen in the same millisecond.
+    expect(groups.slice(0, 2).map((g) => [g.reason, g.entries, g.cause])).toEqual([
       ["account_missing", 5, 'account "…" of tenant t<n> was never opened'],
       ["over_limit", 2, "amount <n> exceeds the limit of <n>"],
-      ["conflict", 1, expect.any(String) as string],
-      ["invalid", 1, expect.any(String) as string],
     ]);
+    expect(groups.slice(2).map((g) => [g.reason, g.entries]).sort()).toEqual([["conflict", 1], ["invalid", 1]]);
     const missing = groups[0]!;
     const members = all.filter((e) => e.reason === "account_missing");
     expect(missing).toMatchObject({ handler: HANDLER, status: "held", key: groupKeyOfEntry(members[0]!) });
@@ -288,5 +288,25 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     expect(await f.ops.listQuarantineEntries({ status: "replayed" })).toHaveLength(2);
     expect(await f.ops.listQuarantineEntries({ reason: "account_missing" })).toHaveLength(3);
     expect(await drainQueue(queue)).toHaveLength(2);
+  });
+  it("a database that fails mid-run stops the run and says so; what was done stays done", async () => {
+    const f = await retentionFixture(kind);
+    const queue = await freshQueue();
+    await quarantined(f, queue);
+    let closing: Promise<void> | undefined;
+    const result = await bulkReplay(f.ops, publisher.publish, {
+      filter: { reason: "account_missing" }, actor: "ops-ida", reason: "database goes away", ratePerSecond: 4,
+      onProgress: (p) => { if (p.done === 1 && !closing) closing = f.store.close(); },
+    });
+    await closing;
+    expect(result.done).toBe(1);
+    expect(result.stopped).toMatch(/^the database failed: /);
+    expect(result.failed).toHaveLength(1);
+    expect((await drainQueue(queue)).map((m) => (JSON.parse(m.content.toString()) as { event_id: string }).event_id)).toEqual(["m-1"]);
+    // Failing while reading the selection: a result that says so, not an exception that loses it.
+    const discard = await bulkDiscard(f.ops, { filter: {}, actor: "ops-ida", reason: "database gone" });
+    expect(discard).toMatchObject({ selected: 0, done: 0, stopped: expect.stringMatching(/^the database failed: /) as string });
+    const replay = await bulkReplay(f.ops, publisher.publish, { filter: {}, actor: "ops-ida", reason: "database gone", resumeAfterMs: 0 });
+    expect(replay).toMatchObject({ selected: 0, done: 0, stopped: expect.stringMatching(/^the database failed: /) as string });
   });
 });
