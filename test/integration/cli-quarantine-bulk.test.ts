@@ -99,6 +99,8 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
     await usage(["quarantine", "discard", "--group", "nope", "--reason", "x"], /--group must be a group key/);
     await usage(["quarantine", "discard", "--all", "--handler", HANDLER, "--reason", "x"], /leave out the filter flags, or --all/);
     await usage(["quarantine", "list", "--until", "2026-99-01"], /--until takes an ISO time/);
+    await usage(["quarantine", "replay", "--all", "--reason", "x", "--concurrency", "65"], /--concurrency takes 1 to 64, got 65/);
+    await usage(["quarantine", "replay", "--all", "--reason", "x", "--resume-after", "soon"], /--resume-after takes a duration/);
     expect((await f.ops.listQuarantineEntries()).map((e) => e.reason)).toEqual(["conflict"]);
   });
 });

@@ -256,6 +256,16 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     expect(consumed.eventIds.sort()).toEqual(["m-4", "m-4", "m-5"]);
     expect(consumed.outcomes.sort()).toEqual(["applied", "applied", "duplicate"]);
     expect((await f.effects()).get("m-4")).toBe(1);
+
+    // The same window with an accept-new grant: the first copy spends it, the second meets the version it applied.
+    const conflict = byEvent("c-1");
+    const grant = await f.ops.beginResolution(conflict.id, { action: "replay", actor: "ops-gil", reason: "new wins", acceptNew: true });
+    await publisher.publish(replayMessage(conflict, grant));
+    expect(await bulkReplay(f.ops, publisher.publish, { filter: { reason: "conflict" }, actor: "ops-gil", reason: "again", acceptNew: true, resumeAfterMs: 0 }))
+      .toMatchObject({ resumed: 1, selected: 0, failed: [] });
+    const accepted = await consume(f, queue);
+    expect(accepted).toEqual({ eventIds: ["c-1", "c-1"], outcomes: ["applied", "duplicate"] });
+    expect((await f.effects()).get("c-1")).toBe(2); // the first version, then the accepted one: once
     expect(await drainQueue(queue)).toEqual([]);
   });
   it("failed republishes put entries back to held with the failure audited, and stop the run; an aborted run stops after the entries in hand", async () => {

@@ -47,6 +47,7 @@ function bulkSelection(idText: string | undefined, options: BulkFlags, verb: str
     throw new CliError(`give an entry id, or select the entries to ${verb} with filter flags (--handler, --quarantine-reason, --tenant, --since, --until, --fingerprint, --group, --text) or --all`, 2);
   }
   if (filtered && options.all) throw new CliError("--all selects every held entry: leave out the filter flags, or --all", 2);
+  if (options.concurrency !== undefined && options.concurrency > 64) throw new CliError(`--concurrency takes 1 to 64, got ${options.concurrency}`, 2);
   return quarantineFilterFrom(flags);
 }
 
