@@ -49,8 +49,9 @@ const PAGE = 200;
  * decision is taken only if the entry is still held (two runs at once never both replay it).
  * A run killed between an entry's commit and its broker confirm leaves an audit record with
  * neither `published_at` nor `failure`: the next run over the same filter finishes those first,
- * under that record, once they are `resumeAfterMs` old (a younger one may be another live run's). That republish may copy a message the broker already had; the consumer
- * takes the copy as a duplicate (the inbox dedups by event id, a grant is spent once).
+ * under that record, once they are `resumeAfterMs` old (a younger one may be another live
+ * run's). That republish may copy a message the broker already had; the consumer takes the copy
+ * as a duplicate (the inbox dedups by event id, a grant is spent once).
  */
 export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPublish, options: BulkReplayOptions): Promise<BulkResult> {
   checkBulkOptions("replay", options);
