@@ -9,6 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PermanentEventError } from "../../src/core/errors.js";
+import { purgeExpiredDedupRecords } from "../../src/retention/index.js";
 import {
   AmqpReplayPublisher, type BulkResult, type QuarantineDetail, bulkDiscard, bulkReplay, groupKeyOfEntry, quarantineGroups, replayMessage,
 } from "../../src/index.js";
@@ -69,7 +70,9 @@ async function consume(f: RetentionFixture, queue: string): Promise<{ eventIds: 
   const pipeline = f.pipeline();
   const outcomes: string[] = [];
   for (const m of messages) {
-    const [o] = await pipeline.process([delivery(JSON.parse(m.content.toString()) as object, { queue })]);
+    // The AMQP timestamp travels with a replay: the stale fence judges the event by it.
+    const stamped = typeof m.properties.timestamp === "number" ? { timestamp: new Date(m.properties.timestamp * 1000) } : {};
+    const [o] = await pipeline.process([delivery(JSON.parse(m.content.toString()) as object, { queue, ...stamped })]);
     outcomes.push(o!.kind);
   }
   return { eventIds: messages.map((m) => String((JSON.parse(m.content.toString()) as { event_id: string }).event_id)), outcomes };
@@ -318,5 +321,28 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     expect(discard).toMatchObject({ selected: 0, done: 0, stopped: expect.stringMatching(/^the database failed: /) as string });
     const replay = await bulkReplay(f.ops, publisher.publish, { filter: {}, actor: "ops-ida", reason: "database gone", resumeAfterMs: 0 });
     expect(replay).toMatchObject({ selected: 0, done: 0, stopped: expect.stringMatching(/^the database failed: /) as string });
+  });
+  it("stale entries are skipped without acceptStale and replayed past the fence with it", async () => {
+    const f = await retentionFixture(kind);
+    const queue = await freshQueue();
+    const pipeline = f.pipeline();
+    const past = new Date(Date.now() - 60_000);
+    await pipeline.process([delivery(event("s-0"), { queue, timestamp: past })]);
+    await sleep(5);
+    await purgeExpiredDedupRecords(f.ops, { replayWindowMs: 0, force: true });
+    const [stale] = await pipeline.process([delivery(event("s-1", { n: 1 }), { queue, timestamp: past })]);
+    expect(stale).toMatchObject({ kind: "quarantined", reason: "stale" });
+    const [entry] = await f.ops.listQuarantineEntries();
+    const options = { filter: { reason: "stale" }, actor: "ops-jo", reason: "checked: never applied" };
+
+    const skipped = await bulkReplay(f.ops, publisher.publish, options);
+    expect(skipped).toMatchObject({ selected: 1, done: 0, skipped: [{ id: entry!.id, why: expect.stringMatching(/^stale: .*accept-stale/) as string }] });
+    expect(await drainQueue(queue)).toEqual([]);
+
+    const accepted = await bulkReplay(f.ops, publisher.publish, { ...options, acceptStale: true, acceptNew: true });
+    expect(accepted).toMatchObject({ selected: 1, done: 1, skipped: [] });
+    expect(await f.ops.quarantineAudit(entry!.id)).toEqual([expect.objectContaining({ options: "accept-stale" })]);
+    expect(await consume(f, queue)).toEqual({ eventIds: ["s-1"], outcomes: ["applied"] });
+    expect((await f.effects()).get("s-1")).toBe(1);
   });
 });
