@@ -18,7 +18,7 @@ afterEach(async () => {
 });
 
 type Group = { key: string; handler: string; reason: string; entries: number; cause: string; first_seen: string; last_seen: string };
-type Result = { dryRun: boolean; selected: number; byReason: Record<string, number>; done: number; skipped: Array<{ id: number; why: string }>; failed: unknown[]; resumed: number; stopped: string | null };
+type Result = { dry_run: boolean; selected: number; by_reason: Record<string, number>; done: number; skipped: Array<{ id: number; why: string }>; failed: unknown[]; resumed: number; stopped: string | null };
 
 describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind) => {
   it("groups; replay by filter refuses without --yes, dry-runs, replays with --yes; discard by group; usage errors", async () => {
@@ -57,7 +57,7 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
     expect(await f.ops.listQuarantineEntries({ status: "replayed" })).toEqual([]);
 
     const dry = await rabbitInboxJson<Result>(["quarantine", "replay", "--all", "--dry-run"], env);
-    expect(dry).toMatchObject({ dryRun: true, selected: 6, byReason: { account_missing: 3, over_limit: 2, conflict: 1 }, done: 5, failed: [], resumed: 0 });
+    expect(dry).toMatchObject({ dry_run: true, selected: 6, by_reason: { account_missing: 3, over_limit: 2, conflict: 1 }, done: 5, failed: [], resumed: 0 });
     expect(dry.skipped).toEqual([expect.objectContaining({ why: expect.stringMatching(/^a conflict/) as string })]);
     const dryText = await runRabbitInbox(["quarantine", "replay", "--all", "--dry-run"], env);
     expect(dryText.stdout).toMatch(/^dry run: would replay 5 of 6 selected entries \(account_missing 3, conflict 1, over_limit 2\)\nskipped #\d+: a conflict: /);
@@ -76,13 +76,13 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
     expect(await drainQueue(queue)).toEqual([]);
 
     const discarded = await rabbitInboxJson<Result>(["quarantine", "discard", "--group", groups[1]!.key, "--reason", "obsolete", "--yes"], env);
-    expect(discarded).toMatchObject({ selected: 2, done: 2, byReason: { over_limit: 2 } });
+    expect(discarded).toMatchObject({ selected: 2, done: 2, by_reason: { over_limit: 2 } });
     expect((await f.ops.listQuarantineEntries({ status: "discarded" })).map((e) => e.eventId).sort()).toEqual(["o-1", "o-2"]);
     expect((await f.ops.listQuarantineEntries()).map((e) => e.reason)).toEqual(["conflict"]);
 
     // In replay and discard, --reason is the operator's why: the quarantine reason is --quarantine-reason.
     expect(await rabbitInboxJson<Result>(["quarantine", "discard", "--quarantine-reason", "conflict", "--reason", "x", "--dry-run"], env))
-      .toMatchObject({ dryRun: true, selected: 1, byReason: { conflict: 1 }, done: 1 });
+      .toMatchObject({ dry_run: true, selected: 1, by_reason: { conflict: 1 }, done: 1 });
 
     const usage = async (args: string[], pattern: RegExp) => {
       const r = await runRabbitInbox(args, env);

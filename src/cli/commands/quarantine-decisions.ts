@@ -56,7 +56,12 @@ const byReasonText = (r: BulkResult) => Object.entries(r.byReason).sort(([a], [b
 /** The result as text, or JSON; a run with failures (or one that stopped early) exits 1 after printing it. */
 function printBulkResult(result: BulkResult, verb: "replay" | "discard", json: boolean | undefined): void {
   const past = verb === "replay" ? "replayed" : "discarded";
-  if (json) printJson(result);
+  if (json) {
+    printJson({
+      dry_run: result.dryRun, selected: result.selected, by_reason: result.byReason, done: result.done, skipped: result.skipped,
+      failed: result.failed, resumed: result.resumed, unconfirmed: result.unconfirmed, stopped: result.stopped,
+    });
+  }
   else {
     const selected = `${result.selected} selected entr${result.selected === 1 ? "y" : "ies"}${result.selected > 0 ? ` (${byReasonText(result)})` : ""}`;
     printLine(result.dryRun ? `dry run: would ${verb} ${result.done} of ${selected}` : `${past} ${result.done} of ${selected}`);
