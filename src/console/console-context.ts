@@ -4,10 +4,11 @@ import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
 import { openStore } from "../store/open-store.js";
-import { type ConsoleFilter, ConsoleRequestError } from "./console-filter.js";
+import { ConsoleRequestError } from "./console-filter.js";
 import { BulkJobs } from "./bulk-jobs.js";
 import { ConsoleSessions } from "./console-sessions.js";
-import { type QuarantineSelection, inProcessSelection } from "./quarantine-selection.js";
+import { librarySelection } from "./library-selection.js";
+import type { QuarantineSelection } from "./quarantine-selection.js";
 
 export interface ConsoleOptions {
   /** A store with operations (PostgresStore, MysqlStore, SqliteStore): the console uses it and does not close it. */
@@ -37,7 +38,7 @@ export interface ConsoleOptions {
 export class ConsoleContext {
   readonly sessions: ConsoleSessions;
   readonly basePath: string;
-  readonly selection: QuarantineSelection = inProcessSelection;
+  readonly selection: QuarantineSelection = librarySelection;
   readonly jobs = new BulkJobs();
   private opened: Promise<{ operations: InboxOperations; close?: () => Promise<void> }> | undefined;
   private publisher: Promise<AmqpReplayPublisher> | undefined;
@@ -71,11 +72,6 @@ export class ConsoleContext {
   /** A link inside the console. */
   href(path: string): string {
     return `${this.basePath}${path}`;
-  }
-
-  /** The filter a group's entries share. */
-  groupFilter(key: string, status: ConsoleFilter["status"]): ConsoleFilter {
-    return { status, group: key, limit: 50 };
   }
 
   async close(): Promise<void> {

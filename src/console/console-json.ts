@@ -54,7 +54,10 @@ export function groupJson(g: ConsoleGroup) {
 }
 
 export function bulkJson(r: BulkOutcome) {
-  return { dry_run: r.dryRun, selected: r.selected, by_reason: r.byReason, done: r.done, skipped: r.skipped, failed: r.failed };
+  return {
+    dry_run: r.dryRun, selected: r.selected, by_reason: r.byReason, done: r.done, skipped: r.skipped, failed: r.failed,
+    resumed: r.resumed ?? 0, stopped: r.stopped ?? null,
+  };
 }
 
 export function outboxJson(b: OutboxBacklog, failing: FailingOutboxRow[]) {

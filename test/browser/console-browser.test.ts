@@ -67,7 +67,7 @@ describe("the console in Chromium", () => {
     await send(event("inv-1001", { amount_cents: 15_000, currency: "EUR", lines: [{ sku: "A-1", qty: 2 }] }));
     await send(event("inv-1001", { amount_cents: 17_500, currency: "EUR", lines: [{ sku: "A-1", qty: 2 }, { sku: "B-7", qty: 1 }] }));
     const [conflict] = await f.ops.listQuarantineEntries({ reason: "conflict" });
-    for (const i of [1, 2, 3]) await send(`<order id="${i}"/>`);
+    for (const i of [1, 2, 3]) await send(`<order id="${i}" amount_cents="12500" currency="EUR"/>`);
     await send("<script>window.__pwned = true</script><img src=x onerror=\"window.__pwned = true\">");
     const c = await startConsole({ store: f.store, token: TEST_TOKEN, amqpUrl });
     const page = await context.newPage();

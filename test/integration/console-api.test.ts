@@ -152,7 +152,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     await seed(f);
     const c = await startConsole({ store: f.store, token: TEST_TOKEN });
     const dry = await json(await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, dryRun: true })));
-    expect(dry).toMatchObject({ dry_run: true, selected: 3, by_reason: { invalid: 3 }, done: 0 });
+    expect(dry).toMatchObject({ dry_run: true, selected: 3, by_reason: { invalid: 3 }, done: 3, skipped: [], failed: [] });
     expect(await f.ops.auditLog()).toEqual([]);
     expect((await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, reason: "garbage" }))).status).toBe(400);
     const stale = await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, reason: "garbage", expected: 2 }));
@@ -204,7 +204,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     const { id } = (await started.json()) as Job;
     expect((await c.call(`/api/jobs/${id}/cancel`, post({}))).status).toBe(200);
     const cancelled = await finished(id);
-    expect(cancelled.stopped).toBe("cancelled");
+    expect(cancelled.stopped).toBe("aborted");
     expect(cancelled.progress.done).toBeLessThan(3);
     expect((await f.ops.auditLog()).length).toBe(cancelled.progress.done);
     expect(await drainQueue(queue)).toHaveLength(cancelled.progress.done);
