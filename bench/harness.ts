@@ -68,7 +68,10 @@ export function expectedTotal(n: number): number {
 }
 
 /** Declares a fresh durable queue and publishes `n` persistent messages with confirms (untimed). */
-export async function preparePublishedQueue(queue: string, n: number, accounts: number, runTag: string, queueArguments: Record<string, unknown> = {}): Promise<void> {
+export async function preparePublishedQueue(
+  queue: string, n: number, accounts: number, runTag: string, queueArguments: Record<string, unknown> = {},
+  headersOf?: (i: number) => Record<string, unknown>,
+): Promise<void> {
   const connection = await amqp.connect(AMQP_URL);
   try {
     const channel = await connection.createConfirmChannel();
@@ -78,7 +81,7 @@ export async function preparePublishedQueue(queue: string, n: number, accounts: 
     for (let start = 0; start < n; start += window) {
       const end = Math.min(n, start + window);
       for (let i = start; i < end; i++) {
-        const ok = channel.sendToQueue(queue, eventBody(i, accounts, runTag), { persistent: true, contentType: "application/json" });
+        const ok = channel.sendToQueue(queue, eventBody(i, accounts, runTag), { persistent: true, contentType: "application/json", ...(headersOf ? { headers: headersOf(i) } : {}) });
         if (!ok) await new Promise((resolve) => channel.once("drain", resolve));
       }
       await channel.waitForConfirms();

@@ -8,7 +8,10 @@
  *   strict       the library, one transaction per message (batchSize 1, prefetch 200)
  *   batched      the library with the ledger's set-based handler and the library's defaults, no outbox
  *   ledger       the ledger service as shipped: handler, outbox and relay, and a consumer downstream
- *   observed     batched with Prometheus metrics and OpenTelemetry tracing on (only with --only)
+ *   observed     batched with Prometheus metrics and OpenTelemetry tracing on (only with --only);
+ *                with it, batched and observed both consume events carrying a producer's
+ *                traceparent (BENCH_TRACE_RATIO of them sampled, default 1), and BENCH_OBSERVE
+ *                (both, metrics, tracing) says which half is on
  * Each scenario runs once untimed (--warmup messages) before the first timed run; the runs are
  * rounds of every scenario in turn, and the ratios are computed within each round. See
  * BENCHMARKS.md for the method and the commands behind each published figure.
@@ -18,6 +21,7 @@ import type { RunResult } from "./harness.js";
 import { formatRun, median, printRatios, targetRatios } from "./report.js";
 import { BROKER_ONLY, type Scenario, type ScenarioSettings, SCENARIOS, runScenario } from "./scenario-run.js";
 import { describeRaw, type RawSettings } from "./scenarios/raw.js";
+import { producerTraceRatio } from "./observability.js";
 import { runOutboxDrain } from "./outbox-drain.js";
 
 /** What runs without --only: the extras are asked for by name. */
@@ -26,6 +30,7 @@ const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "ob
 function settingsOf(args: BenchArgs, raw: RawSettings = args.raw): ScenarioSettings {
   return {
     raw, batched: args.batched, queueArguments: args.queueArguments,
+    ...(args.only?.includes("observed") ? { producerTraces: producerTraceRatio() } : {}),
     ...(args.profile ? { profile: args.profile } : {}), ...(args.ledgerRate ? { ledgerRate: args.ledgerRate } : {}),
   };
 }

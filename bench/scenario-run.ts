@@ -3,6 +3,7 @@
  * `n` persistent events published beforehand (untimed), the consumer, then the checks (every
  * balance summed) and what the run measured.
  */
+import { randomBytes } from "node:crypto";
 import { type BenchDatabase, ACCOUNTS, openBenchDatabase } from "./databases/bench-database.js";
 import {
   type CpuSplit, type LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
@@ -19,6 +20,14 @@ export type Scenario = (typeof SCENARIOS)[number];
 /** Scenarios without a database. */
 export const BROKER_ONLY: readonly Scenario[] = ["raw", "raw-simple"];
 
+/** A producer's `traceparent` per event: a new trace each, `sampled` of them with the sampled flag. */
+function producerTraceparents(sampled: number): (i: number) => Record<string, unknown> {
+  return () => {
+    const traceparent = `00-${randomBytes(16).toString("hex")}-${randomBytes(8).toString("hex")}-0${Math.random() < sampled ? 1 : 0}`;
+    return { traceparent };
+  };
+}
+
 export interface ScenarioSettings {
   raw: RawSettings;
   /** The batched library consumer's settings (default: the library's, as the ledger runs). */
@@ -30,6 +39,12 @@ export interface ScenarioSettings {
   profile?: string;
   /** The ledger scenario: publish its events during the run at this rate instead of beforehand. */
   ledgerRate?: number;
+  /**
+   * batched and observed: each event carries a producer's W3C `traceparent`, this fraction of
+   * them sampled (as a producer with head sampling sends them). Set when `observed` runs, so that
+   * both sides of its ratio consume the same messages.
+   */
+  producerTraces?: number;
 }
 
 export async function runScenario(scenario: Scenario, dbName: string, n: number, settings: ScenarioSettings): Promise<RunResult> {
@@ -39,7 +54,8 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
     if (db && settings.preload) await db.preloadDedupRows(settings.preload);
     const runTag = randomName("ev");
     const paced = scenario === "ledger" && settings.ledgerRate !== undefined;
-    if (!paced) await preparePublishedQueue(queue, n, ACCOUNTS, runTag, settings.queueArguments);
+    const traced = settings.producerTraces !== undefined && (scenario === "batched" || scenario === "observed");
+    if (!paced) await preparePublishedQueue(queue, n, ACCOUNTS, runTag, settings.queueArguments, traced ? producerTraceparents(settings.producerTraces!) : undefined);
     const rss = new RssSampler();
     const cpu0 = process.cpuUsage();
     const machine = new SystemCpuSampler();
