@@ -38,6 +38,7 @@ import { postgresLedgerSchema, postgresLedgerSql } from "../examples/ledger/ledg
 import { sqliteLedgerSchema, sqliteLedgerSql } from "../examples/ledger/ledger-sqlite.js";
 import { observedParts, startObservability } from "./observability.js";
 import { runOutboxDrain } from "./outbox-drain.js";
+import { runRelayPair } from "./relay-pair.js";
 import {
   AMQP_URL, LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
 } from "./harness.js";
@@ -404,7 +405,8 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const scenario = argv.indexOf("--scenario");
   if (scenario >= 0) {
-    if (argv[scenario + 1] !== "outbox-drain") throw new Error(`unknown --scenario ${String(argv[scenario + 1])} (known: outbox-drain)`);
+    if (argv[scenario + 1] === "relay") return runRelayPair(argv);
+    if (argv[scenario + 1] !== "outbox-drain") throw new Error(`unknown --scenario ${String(argv[scenario + 1])} (known: outbox-drain, relay)`);
     return runOutboxDrain(argv);
   }
   const args = parseArgs(argv);
