@@ -10,14 +10,14 @@
  * Prints msg/s of each, the ratio relay / publisher per pair and the median ratio, per database.
  *
  *   npm run bench -- --scenario relay [--rows 50000] [--keys 100] [--runs 3] [--db postgres,mysql,sqlite]
- *     [--window 2000] [--profile DIR] [--json]
+ *     [--window 5000] [--batch-size N (the relay's; default: its own)] [--profile DIR] [--json]
  */
 import amqp from "amqplib";
 import { OutboxRelay, silentLogger } from "../src/index.js";
 import { AMQP_URL, type CpuSplit, CpuProfiler, SystemCpuSampler, randomName } from "./harness.js";
 import { type DrainDatabase, checkDelivered, openMysql, openPostgres, openSqlite } from "./outbox-drain.js";
 
-interface PairArgs { rows: number; keys: number; runs: number; dbs: string[]; window: number; profile: string | undefined; json: boolean }
+interface PairArgs { rows: number; keys: number; runs: number; dbs: string[]; window: number; batchSize: number | undefined; profile: string | undefined; json: boolean }
 
 interface PairResult { database: string; run: number; publisherPerSec: number; relayPerSec: number; ratio: number; publisherCpu: CpuSplit; relayCpu: CpuSplit }
 
@@ -27,7 +27,7 @@ interface Side { perSec: number; cpu: CpuSplit }
 const cpuText = (c: CpuSplit) => `cpu us/msg: node ${c.bench} broker ${c.broker} db ${c.database} other ${c.other} idle ${c.idle}`;
 
 function parsePairArgs(argv: string[]): PairArgs {
-  const args: PairArgs = { rows: 50_000, keys: 100, runs: 3, dbs: ["postgres", "mysql", "sqlite"], window: 2000, profile: undefined, json: false };
+  const args: PairArgs = { rows: 50_000, keys: 100, runs: 3, dbs: ["postgres", "mysql", "sqlite"], window: 5000, batchSize: undefined, profile: undefined, json: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => { const v = argv[++i]; if (v === undefined) throw new Error(`${a} needs a value`); return v; };
@@ -37,9 +37,10 @@ function parsePairArgs(argv: string[]): PairArgs {
     else if (a === "--runs") args.runs = Number(next());
     else if (a === "--db") args.dbs = next().split(",");
     else if (a === "--window") args.window = Number(next());
+    else if (a === "--batch-size") args.batchSize = Number(next());
     else if (a === "--profile") args.profile = next();
     else if (a === "--json") args.json = true;
-    else throw new Error(`unknown argument ${a} (relay takes --rows, --keys, --runs, --db, --window, --profile, --json)`);
+    else throw new Error(`unknown argument ${a} (relay takes --rows, --keys, --runs, --db, --window, --batch-size, --profile, --json)`);
   }
   return args;
 }
@@ -101,12 +102,12 @@ async function runPublisher(rows: number, keys: number, window: number): Promise
 }
 
 /** The relay as shipped draining `rows` pre-written rows over `keys` keys. Returns rows/s. */
-async function runRelay(dbName: string, rows: number, keys: number, profileDir: string | undefined): Promise<Side> {
+async function runRelay(dbName: string, rows: number, keys: number, batchSize: number | undefined, profileDir: string | undefined): Promise<Side> {
   const db: DrainDatabase = dbName === "postgres" ? await openPostgres() : dbName === "mysql" ? await openMysql() : await openSqlite();
   try {
     return await withExchange("bench.relay-pair.relay", async (exchange, channel, queue) => {
       await db.fill(rows, keys, exchange);
-      const relay = new OutboxRelay({ url: AMQP_URL, store: db.store, logger: silentLogger, cleanupIntervalMs: 0 });
+      const relay = new OutboxRelay({ url: AMQP_URL, store: db.store, logger: silentLogger, cleanupIntervalMs: 0, ...(batchSize ? { batchSize } : {}) });
       const profiler = profileDir === undefined ? undefined : await CpuProfiler.start();
       const cpu = new SystemCpuSampler();
       const started = performance.now();
@@ -139,18 +140,18 @@ export async function runRelayPair(argv: string[]): Promise<void> {
   const log = (line: string) => { if (!args.json) console.log(line); };
   log(`rabbit-inbox relay vs confirmed publisher: ${args.rows} persistent messages per side, ${args.keys} ordering keys, ${args.runs} interleaved pair(s) per database, node ${process.version}, ${new Date().toISOString()}`);
   log(`publisher: one confirm channel, window of ${args.window} unconfirmed publishes (sliding, driven by the confirm callbacks), persistent + messageId + contentType + mandatory, durable fanout exchange -> one durable queue`);
-  log("relay: OutboxRelay defaults, the store's own pool, the same exchange setup, timed from start() until every row is marked sent; queue read back afterwards");
+  log(`relay: OutboxRelay defaults${args.batchSize ? ` but batchSize ${args.batchSize}` : ""}, the store's own pool, the same exchange setup, timed from start() until every row is marked sent; queue read back afterwards`);
   // Untimed: the first connection and the first statements of this process.
   await runPublisher(Math.min(2000, args.rows), args.keys, args.window);
   const results: PairResult[] = [];
   for (const database of args.dbs) {
-    await runRelay(database, Math.min(2000, args.rows), args.keys, undefined);
+    await runRelay(database, Math.min(2000, args.rows), args.keys, args.batchSize, undefined);
     for (let run = 1; run <= args.runs; run++) {
       // Alternate which side goes first, so a slow stretch of the machine does not favour one.
       const publisherFirst = run % 2 === 1;
       let publisher: Side | undefined;
       if (publisherFirst) publisher = await runPublisher(args.rows, args.keys, args.window);
-      const relay = await runRelay(database, args.rows, args.keys, args.profile);
+      const relay = await runRelay(database, args.rows, args.keys, args.batchSize, args.profile);
       publisher ??= await runPublisher(args.rows, args.keys, args.window);
       const r: PairResult = {
         database, run, publisherPerSec: publisher.perSec, relayPerSec: relay.perSec, ratio: Math.round((relay.perSec / publisher.perSec) * 100) / 100,

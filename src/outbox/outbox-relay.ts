@@ -39,7 +39,10 @@ const CLEANUP_PAUSE_MS = 20;
  * publisher confirm within a timeout, and marks rows sent only after their confirm. A relay that
  * dies between a confirm and the mark publishes nothing twice concurrently; its rows are
  * published again later with the same message id, which downstream consumers dedup.
- * Rows sharing an ordering key go out one at a time, in order. Several relays may run at once.
+ * Rows sharing an ordering key go out in order on one channel, a key's rows of one route back
+ * to back, and none is marked sent after a failed one (published-claim.ts). Where the store
+ * allows it, the next claim is taken while the previous one's confirms come in
+ * (claim-pipeline.ts). Several relays may run at once.
  */
 export class OutboxRelay {
   readonly name: string;
