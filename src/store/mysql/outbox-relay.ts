@@ -99,7 +99,7 @@ export class MysqlOutboxRelay {
     const unsent: Array<{ id: number; orderingKey: string }> = [];
     for (const chunk of chunked(keyStarts(heads, holding))) {
       const found = await query({
-        text: chunk.map(() => `(SELECT id, ordering_key FROM ${this.table} WHERE ordering_key = ? AND sent_at IS NULL AND id >= ? ORDER BY id LIMIT ${perKey})`).join(" UNION ALL "),
+        text: chunk.map(() => `(SELECT id, ordering_key FROM ${this.table} FORCE INDEX (rabbit_inbox_outbox_ordering) WHERE ordering_key = ? AND sent_at IS NULL AND id >= ? ORDER BY id LIMIT ${perKey})`).join(" UNION ALL "),
         values: chunk.flatMap((h) => [utf8(h.orderingKey), h.id]),
       });
       unsent.push(...found.rows.map((r) => ({ id: Number(r.id), orderingKey: textOf(r.ordering_key) })));
