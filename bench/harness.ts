@@ -28,6 +28,24 @@ export interface RunResult {
   nodeSystemCpuUsPerMsg: number;
   /** The whole machine's CPU per message during the run, by process group, and idle time. */
   cpu: CpuSplit;
+  /** What the scenario ran with, when it has settings of its own (raw: prefetch and acks). */
+  settings?: string;
+  /** The ledger scenario only: the outbox and the messages downstream. */
+  ledger?: {
+    endToEndMsgsPerSec: number;
+    endToEndSeconds: number;
+    endToEndP50Ms: number;
+    endToEndP99Ms: number;
+    maxBacklog: number;
+    backlogAtApplied: number;
+    duplicates: number;
+    downstreamCpuUsPerMsg: number;
+    rssAtQuarterMb: number[];
+    /** Paced (`--ledger-rate`): the rate the events went out at, and publish -> `balance.changed` received. */
+    publishedPerSec?: number;
+    publishToReceivedP50Ms?: number;
+    publishToReceivedP99Ms?: number;
+  };
 }
 
 export function randomName(prefix: string): string {
@@ -50,7 +68,10 @@ export function expectedTotal(n: number): number {
 }
 
 /** Declares a fresh durable queue and publishes `n` persistent messages with confirms (untimed). */
-export async function preparePublishedQueue(queue: string, n: number, accounts: number, runTag: string, queueArguments: Record<string, unknown> = {}): Promise<void> {
+export async function preparePublishedQueue(
+  queue: string, n: number, accounts: number, runTag: string, queueArguments: Record<string, unknown> = {},
+  headersOf?: (i: number) => Record<string, unknown>,
+): Promise<void> {
   const connection = await amqp.connect(AMQP_URL);
   try {
     const channel = await connection.createConfirmChannel();
@@ -60,7 +81,7 @@ export async function preparePublishedQueue(queue: string, n: number, accounts: 
     for (let start = 0; start < n; start += window) {
       const end = Math.min(n, start + window);
       for (let i = start; i < end; i++) {
-        const ok = channel.sendToQueue(queue, eventBody(i, accounts, runTag), { persistent: true, contentType: "application/json" });
+        const ok = channel.sendToQueue(queue, eventBody(i, accounts, runTag), { persistent: true, contentType: "application/json", ...(headersOf ? { headers: headersOf(i) } : {}) });
         if (!ok) await new Promise((resolve) => channel.once("drain", resolve));
       }
       await channel.waitForConfirms();
@@ -106,10 +127,9 @@ export class RssSampler {
 
 /**
  * Latency of each message from delivery to settlement, in a fixed-size histogram (Node's HDR
- * histogram, microsecond values, 3 significant figures). Until the sixth session every sample
- * went into an array of one double per message: allocated up front but only backed by memory as
- * it filled, so it added 8 bytes of RSS per message to the memory figures it was meant to judge
- * (8 MB over 1M messages, 24 MB over 3M).
+ * histogram, microsecond values, 3 significant figures): an array of one sample per message
+ * would be backed by memory only as it fills, and its growth would show in the very RSS figures
+ * the memory check judges.
  */
 export class LatencyRecorder {
   /** An hour, in microseconds: the histogram's range ends there, and longer latencies count as an hour. */

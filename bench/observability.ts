@@ -36,6 +36,14 @@ export function observedParts(value = process.env.BENCH_OBSERVE): ObservedParts 
   throw new Error(`BENCH_OBSERVE=${value}: expected both, metrics or tracing`);
 }
 
+/** BENCH_TRACE_RATIO: the fraction of producer traces sampled in the observed comparison (default 1: every one). */
+export function producerTraceRatio(value = process.env.BENCH_TRACE_RATIO): number {
+  if (value === undefined || value === "") return 1;
+  const ratio = Number(value);
+  if (!(ratio >= 0 && ratio <= 1)) throw new Error(`BENCH_TRACE_RATIO=${value}: expected a fraction between 0 and 1`);
+  return ratio;
+}
+
 export function startObservability(parts: ObservedParts = observedParts()): Observability {
   const exporter = new DroppingExporter();
   const provider = parts === "metrics" ? undefined : new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });

@@ -5,6 +5,7 @@
  *   DATABASE_URL  default: a fresh SQLite file ./data/demo-<timestamp>.sqlite
  */
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:net";
 import { join, relative } from "node:path";
 import { describeError, redactSecrets } from "../../src/index.js";
 // The demo drives real ledger processes and reads the tables with the tests' own tools: it plays
@@ -174,8 +175,9 @@ async function story(ctx: StoryContext): Promise<void> {
   indent(`   database: alice = ${afterCrash.accounts.find((a) => a.account_id === "alice")?.balance_cents} cents; the inbox holds evt-2`);
   indent(`   broker:   ${waiting} message back in the queue, to be delivered again`);
   indent("   (a consumer that only ran `balance += delta` would credit alice a second time now)");
-  indent("restarting the consumer without the fault");
-  ledger = await start();
+  indent("restarting the consumer without the fault, this time serving its metrics (LEDGER_METRICS_PORT)");
+  const metricsPort = await freePort();
+  ledger = await LedgerProcess.start({ queue, databaseUrl, retryDelaysMs: DEMO_RETRY_DELAYS_MS, metricsPort });
   const redelivery = await waitUntil(
     () => ledger.redeliveries().find((r) => r.eventId === "evt-2"),
     "the redelivery of evt-2", { watch: [ledger] },
@@ -209,7 +211,10 @@ async function story(ctx: StoryContext): Promise<void> {
   indent(`<- not yet: waited in ${queue}.retry.1..${waits} (${DEMO_RETRY_DELAYS_MS.join(", ")} ms), bob never opened`);
   indent(`<- quarantined as account_missing: ${missingRow?.detail ?? "(no quarantine row!)"}`);
 
-  step(9, "Stop the consumer");
+  step(9, "What the consumer's metrics say", `GET http://127.0.0.1:${metricsPort}/metrics (Prometheus text; docs/observability.md lists every series).`);
+  for (const line of await metricsExcerpt(metricsPort)) indent(line);
+
+  step(10, "Stop the consumer");
   exits.push({ what: "restarted consumer (SIGTERM)", code: (await ledger.stop()).code });
   indent("SIGTERM: it drained its in-flight work and exited");
 
@@ -252,6 +257,30 @@ async function story(ctx: StoryContext): Promise<void> {
   check("nothing left in the queue", left === 0, `${queue}: ${left} messages ready or unacknowledged`);
 
   check("SIGTERM drains and exits 0", exits.every((e) => e.code === 0), exits.map((e) => `${e.what}: exit ${e.code}`).join("; "));
+}
+
+/** A port nothing listens on now, for the ledger's metrics server. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address();
+      server.close(() => (typeof address === "object" && address ? resolve(address.port) : reject(new Error("no port"))));
+    });
+  });
+}
+
+/** The outcome and quarantine counters of the ledger's scrape, without the help and type lines. */
+async function metricsExcerpt(port: number): Promise<string[]> {
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const wanted = /^rabbit_inbox_(messages_total|quarantined_total|redeliveries_total|outbox_published_total)\{/;
+    const lines = text.split("\n").filter((line) => wanted.test(line) && !/ 0$/.test(line));
+    return lines.length > 0 ? lines : ["(no counters above zero in the scrape)"];
+  } catch (error) {
+    return [`(could not read the metrics: ${describeError(error)})`];
+  }
 }
 
 let exiting = false;

@@ -24,7 +24,7 @@ export const postgresLedgerSql: LedgerSql<PgClient> = {
   async adjustAccounts(tx, sums) {
     // The MATERIALIZED CTE takes the row locks in (tenant, account_id) order, as lockAccounts
     // does, and carries each account's delta: the UPDATE then only touches rows it already
-    // holds and joins nothing else (joining the deltas again cost a fifth of the statement).
+    // holds and joins nothing else (joining the deltas again made the statement slower).
     const { rows } = await tx.query({
       name: "ledger_adjust",
       text: `WITH locked AS MATERIALIZED (

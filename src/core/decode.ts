@@ -84,6 +84,8 @@ export function decodeJsonBody(
  * "json": `application/jsonp` is JavaScript, `application/json-seq` is a sequence of documents.
  */
 export function isJsonContentType(contentType: string): boolean {
+  // The value nearly every producer sends, decided without splitting and lower-casing a copy.
+  if (contentType === "application/json") return true;
   const mediaType = contentType.split(";")[0]!.trim().toLowerCase();
   return mediaType === "application/json" || mediaType === "text/json" || mediaType === "text/plain" || /^[a-z0-9!#$&^_.-]+\/[a-z0-9!#$&^_.+-]+\+json$/.test(mediaType);
 }

@@ -15,32 +15,28 @@ export type WorkResult<C, R> = { commit: C } | { rollBack: R };
 export async function transactionOrRollBack<Tx, C, R>(
   store: Store<Tx>, work: (tx: StoreTransaction<Tx>) => Promise<WorkResult<C, R>>, beforeCommit?: () => Promise<void> | void,
 ): Promise<WorkResult<C, R>> {
-  const signal = new RollbackSignal<R>();
+  // Made only when a rollback is asked for: an Error captures a stack trace when it is built,
+  // and almost every transaction commits.
+  let signal: RollbackSignal<R> | undefined;
   try {
     return await store.transaction(async (tx) => {
       const result = await work(tx);
-      if ("rollBack" in result) signal.raise(result.rollBack);
+      if ("rollBack" in result) {
+        signal = new RollbackSignal(result.rollBack);
+        throw signal;
+      }
       return result;
     }, beforeCommit);
   } catch (error) {
-    if (error === signal && signal.raised) return { rollBack: signal.value as R };
+    if (signal !== undefined && error === signal) return { rollBack: signal.value };
     throw error;
   }
 }
 
 /** Thrown through a store's transaction to make it roll back; named so that a store's log of it says what it is. */
 class RollbackSignal<R> extends Error {
-  raised = false;
-  value: R | undefined;
-
-  constructor() {
+  constructor(readonly value: R) {
     super("rolled back on purpose: some events were set aside; the transaction runs again without them");
     this.name = "RollbackSignal";
-  }
-
-  raise(value: R): never {
-    this.raised = true;
-    this.value = value;
-    throw this;
   }
 }

@@ -72,15 +72,16 @@ export function failProcessSpans(messages: readonly IncomingMessage[], error: un
 }
 
 function recordOutcome(span: Span, outcome: Outcome): void {
-  span.setAttribute(ATTR.outcome, outcome.kind);
-  span.setAttribute(ATTR.duplicate, outcome.kind === "duplicate");
-  if (outcome.key) {
-    span.setAttribute(ATTR.tenant, outcome.key.tenant);
-    span.setAttribute(ATTR.eventId, outcome.key.eventId);
-  }
+  if (!span.isRecording()) return;
+  // One call for all of them: the SDK checks and copies attributes per call.
+  span.setAttributes({
+    [ATTR.outcome]: outcome.kind,
+    [ATTR.duplicate]: outcome.kind === "duplicate",
+    ...(outcome.key ? { [ATTR.tenant]: outcome.key.tenant, [ATTR.eventId]: outcome.key.eventId } : {}),
+    ...(outcome.kind === "quarantined" ? { [ATTR.quarantineReason]: outcome.reason } : {}),
+  });
   switch (outcome.kind) {
     case "quarantined":
-      span.setAttribute(ATTR.quarantineReason, outcome.reason);
       span.addEvent("quarantined", { [ATTR.quarantineReason]: outcome.reason, "rabbit_inbox.detail": outcome.detail.slice(0, 300) });
       break;
     case "delayed":

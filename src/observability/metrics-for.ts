@@ -1,27 +1,68 @@
 import { hasOperations } from "../store/operations.js";
 import type { ConsumerMetrics, MetricsOptions, RelayMetrics } from "./inbox-metrics.js";
-import { noConsumerMetrics, noRelayMetrics } from "./inbox-metrics.js";
+import { DEFAULT_SAMPLE_INTERVAL_MS, noConsumerMetrics, noRelayMetrics } from "./inbox-metrics.js";
+import { otel } from "./otel-api.js";
+import { otelConsumerMetrics } from "./otel-consumer-metrics.js";
+import { otelRelayMetrics } from "./otel-relay-metrics.js";
 import { promConsumerMetrics } from "./prom-consumer-metrics.js";
 import { promRelayMetrics, type RelayGaugeSources } from "./prom-relay-metrics.js";
 
-/** The consumer's metrics: the no-op set without a registry. */
+/**
+ * The meter of the OpenTelemetry MeterProvider registered now; undefined without the API or
+ * without a registered SDK. The API's metrics have no proxy (unlike its traces): a meter taken
+ * before the SDK is registered stays the no-op one, so there is nothing to keep in that case.
+ */
+function meter() {
+  if (!otel) return undefined;
+  const m = otel.metrics.getMeter("rabbit-inbox");
+  return m.constructor === otel.createNoopMeter().constructor ? undefined : m;
+}
+
+/**
+ * The consumer's metrics: on the prom-client registry when one is given, and through the
+ * OpenTelemetry metrics API when an SDK's MeterProvider was registered before the consumer was
+ * made; the no-op set when neither.
+ */
 export function consumerMetricsFor(
   options: MetricsOptions | undefined,
   consumer: { queue: string; handler: { name?: unknown } | undefined; store: object; partitioned: boolean; node: () => string | undefined; partitionsHeld: () => number },
 ): ConsumerMetrics {
   const handler = consumer.handler?.name;
   // Without a handler name the pipeline refuses the configuration right after: register nothing.
-  if (!options || typeof handler !== "string" || handler === "") return noConsumerMetrics;
+  if (typeof handler !== "string" || handler === "") return noConsumerMetrics;
   const { store } = consumer;
   const operations = hasOperations(store) ? store.operations() : undefined;
-  return promConsumerMetrics(options, {
+  const sources = {
     queue: consumer.queue, handler, node: consumer.node,
     ...(consumer.partitioned ? { partitionsHeld: consumer.partitionsHeld } : {}),
     ...(operations ? { quarantineCounts: () => operations.quarantineCounts() } : {}),
-  });
+  };
+  const otelMeter = meter();
+  const sets = [
+    ...(options ? [promConsumerMetrics(options, sources)] : []),
+    ...(otelMeter ? [otelConsumerMetrics(otelMeter, { ...sources, sampleIntervalMs: options?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS })] : []),
+  ];
+  if (sets.length === 0) return noConsumerMetrics;
+  if (sets.length === 1) return sets[0]!;
+  return {
+    transactionCommitted: (seconds) => { for (const m of sets) m.transactionCommitted(seconds); },
+    transactionRetried: (kind) => { for (const m of sets) m.transactionRetried(kind); },
+    settled: (batch, outcomes, now) => { for (const m of sets) m.settled(batch, outcomes, now); },
+    connected: (node) => { for (const m of sets) m.connected(node); },
+    close: () => { for (const m of sets) m.close(); },
+  };
 }
 
-/** The relay's metrics: the no-op set without a registry. */
+/** The relay's metrics: prom-client when a registry is given, OpenTelemetry when an SDK is registered. */
 export function relayMetricsFor(options: MetricsOptions | undefined, sources: RelayGaugeSources): RelayMetrics {
-  return options ? promRelayMetrics(options, sources) : noRelayMetrics;
+  const otelMeter = meter();
+  const sets = [...(options ? [promRelayMetrics(options, sources)] : []), ...(otelMeter ? [otelRelayMetrics(otelMeter, sources)] : [])];
+  if (sets.length === 0) return noRelayMetrics;
+  if (sets.length === 1) return sets[0]!;
+  return {
+    published: () => { for (const m of sets) m.published(); },
+    publishFailed: () => { for (const m of sets) m.publishFailed(); },
+    reconnected: () => { for (const m of sets) m.reconnected(); },
+    close: () => { for (const m of sets) m.close(); },
+  };
 }

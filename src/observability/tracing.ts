@@ -18,9 +18,19 @@ function api(): typeof OtelApi {
   return otel;
 }
 
+/** The tracer of the provider registered now, kept until another provider is registered. */
+let cachedTracer: { provider: unknown; tracer: Tracer } | undefined;
+
 export function tracer(): Tracer {
-  // Asked each time rather than kept: a provider registered (or replaced) later is used at once.
-  return api().trace.getTracer("rabbit-inbox");
+  // Keyed by the registered provider rather than kept for good: a provider registered (or
+  // replaced) later is used at once. Asking the provider on every span costs a map lookup
+  // behind a string key per message.
+  const { trace } = api();
+  const global = trace.getTracerProvider() as { getDelegate?: () => unknown };
+  const provider = typeof global.getDelegate === "function" ? global.getDelegate() : global;
+  if (cachedTracer && cachedTracer.provider === provider) return cachedTracer.tracer;
+  cachedTracer = { provider, tracer: trace.getTracer("rabbit-inbox") };
+  return cachedTracer.tracer;
 }
 
 export const ATTR = {
@@ -79,9 +89,13 @@ export function propagationHeaders(ctx: Context): Record<string, string> | undef
   return Object.keys(carrier).length > 0 ? carrier : undefined;
 }
 
-/** True when the span is recorded or carries a trace on (a sampled-out parent): worth keeping. */
+/**
+ * True when the span is recorded or carries a trace on (sampled out, its context still tells
+ * the next hop not to sample): worth keeping. Without an SDK the API's span has the invalid
+ * all-zero context, which a plain comparison tells apart more cheaply than validating both ids.
+ */
 export function spanMatters(span: Span): boolean {
-  return span.isRecording() || api().isSpanContextValid(span.spanContext());
+  return span.isRecording() || span.spanContext().traceId !== api().INVALID_SPAN_CONTEXT.traceId;
 }
 
 export interface PublishSpanTarget {

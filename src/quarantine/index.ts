@@ -11,3 +11,10 @@ export {
 } from "./replay.js";
 export { discardQuarantineEntry } from "./discard.js";
 export { AmqpReplayPublisher } from "./amqp-replay-publisher.js";
+export type { QuarantineCauseCount } from "./quarantine-admin.js";
+export { CAUSE_PREFIX_CHARS, groupKeyOf, groupKeyOfEntry, normaliseCause } from "./quarantine-cause.js";
+export { type QuarantineGroup, quarantineGroups } from "./quarantine-groups.js";
+export { selectQuarantineEntries } from "./quarantine-selection.js";
+export { type BulkProgress, type BulkResult } from "./bulk-operation.js";
+export { type BulkReplayOptions, bulkReplay } from "./bulk-replay.js";
+export { type BulkDiscardOptions, bulkDiscard } from "./bulk-discard.js";

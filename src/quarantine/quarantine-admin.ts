@@ -19,8 +19,38 @@ export interface QuarantineFilter {
   status?: QuarantineStatus | "all";
   handler?: string;
   reason?: string;
+  tenant?: string;
+  /** Entries first quarantined at or after this time. */
+  since?: Date;
+  /** Entries first quarantined before this time. */
+  until?: Date;
+  /** The quarantined version's fingerprint, exactly. */
+  fingerprint?: string;
+  /** A group's key (see `quarantineGroups`): entries of that handler, reason and normalised cause. */
+  group?: string;
+  /** A substring of the error text (`detail`), compared case-insensitively (ASCII letters). */
+  text?: string;
+  /** Keyset paging: only entries with an id above this one. */
+  afterId?: number;
+  /**
+   * Entries whose latest decision is a replay that was committed but neither confirmed nor failed:
+   * a replay interrupted between its commit and the broker's confirm. Implies status `replayed`.
+   */
+  pendingReplay?: boolean;
   /** Default 100. */
   limit?: number;
+}
+
+/** Entries that share a handler, reason, status and error text (the first 1,000 characters of it). */
+export interface QuarantineCauseCount {
+  handler: string;
+  reason: string;
+  status: QuarantineStatus;
+  /** The first 1,000 characters of the entries' error text. */
+  detail: string;
+  entries: number;
+  firstSeen: Date;
+  lastSeen: Date;
 }
 
 /** The dedup record of a key: what the inbox remembers of the version it applied. */
@@ -59,6 +89,11 @@ export interface ResolutionRequest {
   acceptNew?: boolean;
   /** Replay of a stale event: a one-time grant lets exactly this version past the stale fence. */
   acceptStale?: boolean;
+  /**
+   * Refuse unless the entry is still `held` when the decision is taken (bulk operations): an
+   * entry another operator or an earlier run already decided on is left alone.
+   */
+  onlyIfHeld?: boolean;
 }
 
 export interface QuarantineCount {
@@ -77,11 +112,18 @@ export interface QuarantineAdmin {
   listQuarantineEntries(filter?: QuarantineFilter): Promise<QuarantineDetail[]>;
   getQuarantineEntry(id: number): Promise<QuarantineDetail | null>;
   quarantineCounts(): Promise<QuarantineCount[]>;
+  /**
+   * Entries matching the filter (its `group`, `afterId`, `pendingReplay` and `limit` aside)
+   * counted per handler, reason, status and error text: what `quarantineGroups` merges by cause.
+   */
+  quarantineCauses(filter?: QuarantineFilter): Promise<QuarantineCauseCount[]>;
   /** The dedup record of a key, if it is still kept. */
   storedVersion(handler: string, key: EventKey): Promise<StoredVersion | null>;
   /** Another quarantine entry of the same key carrying `fingerprint`: the body of a version the inbox saw. */
   findQuarantinedVersion(handler: string, key: EventKey, fingerprint: string): Promise<QuarantineDetail | null>;
   quarantineAudit(quarantineId: number): Promise<AuditRecord[]>;
+  /** The clock the audit times are written on (the database's; this host's for SQLite). */
+  now(): Promise<Date>;
   /**
    * In one transaction: checks the entry can take the action (throws QuarantineOperationError
    * otherwise), records the audit row, writes any grant, and sets the status (`replayed` or

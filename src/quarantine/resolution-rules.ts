@@ -10,6 +10,9 @@ export function checkResolvable(entry: QuarantineDetail, request: ResolutionRequ
   if (entry.status === "discarded") {
     throw new QuarantineOperationError(`quarantine entry #${entry.id} was discarded; it cannot be ${request.action === "replay" ? "replayed" : "discarded again"}`);
   }
+  if (request.onlyIfHeld && entry.status !== "held") {
+    throw new QuarantineOperationError(`quarantine entry #${entry.id} is no longer held (it was ${entry.status}): left alone`);
+  }
   if (request.acceptNew && request.acceptStale) throw new QuarantineOperationError("choose accept-new or accept-stale, not both");
   if (request.action === "discard" && (request.acceptNew || request.acceptStale)) {
     throw new QuarantineOperationError("accept-new and accept-stale only apply to a replay");

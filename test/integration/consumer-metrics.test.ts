@@ -5,13 +5,15 @@
  * and an in-process retry after a transient failure.
  */
 import { randomBytes } from "node:crypto";
+import mysql from "mysql2/promise";
 import { Registry } from "prom-client";
 import { afterEach, describe, expect, it } from "vitest";
 import { InboxConsumer, type InboxHandler, type Store, TransientStoreError, silentLogger } from "../../src/index.js";
+import { MysqlStore, type MysqlConnection } from "../../src/store/mysql/index.js";
 import type { PgClient } from "../../src/store/postgres/index.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import { amqpUrl, deleteConsumerQueues, publishAll, waitFor } from "../support/broker.js";
-import { createPgSchema, openPostgresStore } from "../support/databases.js";
+import { createMysqlDatabase, createPgSchema, openPostgresStore } from "../support/databases.js";
 import { parsePrometheusText, sampleValue } from "../support/prometheus-text.js";
 import { sqliteWithEffects } from "../support/sqlite-effects.js";
 
@@ -41,6 +43,18 @@ async function postgresCase(): Promise<{ store: Store<PgClient>; write: Write<Pg
   await store.migrate();
   await store.transaction(async (tx) => { await tx.handle.query("CREATE TABLE effects (tenant text NOT NULL, event_id text NOT NULL)"); });
   return { store, write: async (tx, e) => { await tx.query("INSERT INTO effects (tenant, event_id) VALUES ($1, $2)", [e.tenant, e.event_id]); } };
+}
+
+async function mysqlCase(): Promise<{ store: Store<MysqlConnection>; write: Write<MysqlConnection> }> {
+  const database = await createMysqlDatabase();
+  const store = await MysqlStore.connect(database.url, { poolSize: 4 });
+  cleanups.push(async () => { await store.close(); await database.drop(); });
+  await store.migrate();
+  // DDL outside the store's transaction: on MySQL it commits whatever transaction is open.
+  const admin = await mysql.createConnection(database.url);
+  await admin.query("CREATE TABLE effects (tenant varchar(64) NOT NULL, event_id varchar(64) NOT NULL)");
+  await admin.end();
+  return { store, write: async (tx, e) => { await tx.query("INSERT INTO effects (tenant, event_id) VALUES (?, ?)", [e.tenant, e.event_id]); } };
 }
 
 const event = (i: number, n = i): Event => ({ tenant: "t1", event_id: `e-${i}`, n });
@@ -115,4 +129,5 @@ async function runScenario<Tx>(setup: () => Promise<{ store: Store<Tx>; write: W
 describe("consumer metrics and health (real broker)", () => {
   it("counts what was sent, on SQLite", () => runScenario(sqliteCase));
   it("counts what was sent, on PostgreSQL", () => runScenario(postgresCase));
+  it("counts what was sent, on MariaDB", () => runScenario(mysqlCase));
 });

@@ -37,6 +37,12 @@ async function expectCleanRun(run: Run): Promise<void> {
   }
   const queue = /queue (ledger\.demo\.[0-9a-f]+)/.exec(run.stdout)?.[1];
   expect(queue).toBeDefined();
+  // The metrics excerpt is the restarted consumer's scrape: what it saw after the crash.
+  const counter = (name: string, label: string) => new RegExp(`^ {4}rabbit_inbox_${name}\\{queue="${queue!.replace(/\./g, "\\.")}",handler="ledger",${label}\\} (\\d+)$`, "m").exec(run.stdout)?.[1];
+  expect(counter("messages_total", 'outcome="duplicate"')).toBe("1");
+  expect(counter("messages_total", 'outcome="quarantined"')).toBe("3");
+  expect(counter("quarantined_total", 'reason="conflict"')).toBe("1");
+  expect(counter("messages_total", 'outcome="applied"')).toBeUndefined();
   const broker = await BrokerClient.connect();
   try {
     await expect(broker.queueState(queue!)).rejects.toThrow(/NOT_FOUND/);

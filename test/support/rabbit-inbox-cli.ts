@@ -44,6 +44,11 @@ export function runRabbitInbox(args: readonly string[], env: Record<string, stri
   });
 }
 
+/** Starts the command (`node bin/rabbit-inbox.js ...`) and hands back the process, e.g. to kill it mid-way. */
+export function spawnRabbitInbox(args: readonly string[], env: Record<string, string | undefined> = {}): ChildProcess {
+  return spawn(process.execPath, [join(ROOT, "bin/rabbit-inbox.js"), ...args], { cwd: ROOT, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+}
+
 /** Runs the command and parses its stdout as JSON; fails with the output when it exits non-zero. */
 export async function rabbitInboxJson<T>(args: readonly string[], env: Record<string, string | undefined>): Promise<T> {
   const run = await runRabbitInbox([...args, "--json"], env);

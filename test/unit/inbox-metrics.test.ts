@@ -4,12 +4,15 @@
  * consumers sharing one registry, and the rate limit of the gauges that cost a query.
  */
 import { readFileSync } from "node:fs";
+import type { Meter } from "@opentelemetry/api";
 import { Registry } from "prom-client";
 import { describe, expect, it, vi } from "vitest";
 import { InboxConfigError, InboxConsumer, type Outcome, OutboxRelay, silentLogger } from "../../src/index.js";
 import { MemoryStore } from "../support/memory-store.js";
 import { noConsumerMetrics, noRelayMetrics } from "../../src/observability/inbox-metrics.js";
 import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
+import { otelConsumerMetrics } from "../../src/observability/otel-consumer-metrics.js";
+import { otelRelayMetrics } from "../../src/observability/otel-relay-metrics.js";
 import { promConsumerMetrics } from "../../src/observability/prom-consumer-metrics.js";
 import { promRelayMetrics } from "../../src/observability/prom-relay-metrics.js";
 import { RateLimitedSample } from "../../src/observability/rate-limited-sample.js";
@@ -174,7 +177,7 @@ describe("a consumer without a handler", () => {
 });
 
 describe("the metrics' documentation", () => {
-  it("names every metric the library registers, and the dashboard queries no other", () => {
+  it("names every metric and instrument the library makes, and the dashboard queries no other", () => {
     const registry = new Registry();
     promConsumerMetrics({ registry }, { queue: "q", handler: "h", node: () => "n", partitionsHeld: () => 0, quarantineCounts: () => Promise.resolve([]) });
     promRelayMetrics({ registry }, { node: () => "n", backlog: () => Promise.reject(new Error("unused")) });
@@ -183,8 +186,16 @@ describe("the metrics' documentation", () => {
     const namesIn = (text: string) => new Set([...text.matchAll(/rabbit_inbox_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, "")));
     const docs = namesIn(readFileSync(new URL("../../docs/observability.md", import.meta.url), "utf8"));
     const dashboard = namesIn(readFileSync(new URL("../../docs/grafana/rabbit-inbox.json", import.meta.url), "utf8"));
+    // The OpenTelemetry instruments, as the library creates them on a meter.
+    const instruments = new Set<string>();
+    const instrument = () => ({ add: () => undefined, record: () => undefined, addCallback: () => undefined, removeCallback: () => undefined });
+    const meter = new Proxy({}, { get: () => (name: string) => { instruments.add(name); return instrument(); } }) as unknown as Meter;
+    otelConsumerMetrics(meter, { queue: "q", handler: "h", node: () => "n", partitionsHeld: () => 0, quarantineCounts: () => Promise.resolve([]), sampleIntervalMs: 1 });
+    otelRelayMetrics(meter, { node: () => "n", backlog: () => Promise.reject(new Error("unused")) });
+    expect(instruments.size).toBe(15);
     expect([...registered].filter((name) => !docs.has(name))).toEqual([]);
-    expect([...docs].filter((name) => !registered.has(name))).toEqual([]);
+    expect([...instruments].filter((name) => !docs.has(name))).toEqual([]);
+    expect([...docs].filter((name) => !registered.has(name) && !instruments.has(name))).toEqual([]);
     expect([...dashboard].filter((name) => !registered.has(name))).toEqual([]);
     expect(dashboard.size).toBeGreaterThanOrEqual(14);
   });

@@ -1,16 +1,15 @@
 import { Command, Option } from "commander";
-import { AmqpReplayPublisher } from "../../quarantine/amqp-replay-publisher.js";
 import { diffConflict } from "../../quarantine/conflict-diff.js";
-import { discardQuarantineEntry } from "../../quarantine/discard.js";
 import { decodePayload } from "../../quarantine/payload-diff.js";
-import type { AuditRecord, QuarantineDetail, QuarantineStatus } from "../../quarantine/quarantine-admin.js";
-import { replayQuarantineEntry } from "../../quarantine/replay.js";
-import { actorFrom } from "../actor.js";
+import type { QuarantineDetail, QuarantineStatus } from "../../quarantine/quarantine-admin.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
-import { amqpUrlFrom, amqpUrlOption, databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
+import { databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
 import { clip, iso, printJson, printLine, printNote, printTable } from "../output.js";
+import { type FilterFlags, addFilterOptions, quarantineFilterFrom } from "../quarantine-filter-options.js";
 import { payloadLines, sideBySide } from "../side-by-side.js";
+import { addDiscardCommand, addReplayCommand, auditJson } from "./quarantine-decisions.js";
+import { addGroupsCommand } from "./quarantine-groups.js";
 
 const STATUSES = ["held", "replayed", "discarded", "all"] as const;
 
@@ -38,30 +37,20 @@ function entryFullJson(e: QuarantineDetail) {
   };
 }
 
-function auditJson(a: AuditRecord) {
-  return {
-    id: a.id, action: a.action, actor: a.actor, reason: a.reason, options: a.options ? a.options.split(",") : [],
-    at: iso(a.at), published_at: iso(a.publishedAt), failure: a.failure,
-  };
-}
-
 export function quarantineCommand(): Command {
   const group = new Command("quarantine").description("list, inspect, compare, replay and discard quarantined messages");
 
-  group.command("list")
+  addFilterOptions(group.command("list")
     .description("quarantine entries, oldest first")
-    .addOption(new Option("--status <status>", "held, replayed, discarded or all").choices(STATUSES).default("held"))
-    .addOption(new Option("--handler <name>", "only this handler's entries"))
-    .addOption(new Option("--reason <reason>", "only this reason (invalid, conflict, stale, account_missing, ...)"))
+    .addOption(new Option("--status <status>", "held, replayed, discarded or all").choices(STATUSES).default("held")))
     .addOption(new Option("--limit <n>", "at most this many").default(100).argParser(parsePositiveInt("--limit")))
+    .addOption(new Option("--after <id>", "entries after this id (the next page: the last id of the previous one)").argParser(parseId))
     .addOption(databaseUrlOption())
     .addOption(jsonOption())
-    .action(async (options: Common & { status: QuarantineStatus | "all"; handler?: string; reason?: string; limit: number }) => {
+    .action(async (options: Common & FilterFlags & { status: QuarantineStatus | "all"; limit: number; after?: number }) => {
+      const filter = { ...quarantineFilterFrom(options), status: options.status, limit: options.limit, ...(options.after === undefined ? {} : { afterId: options.after }) };
       await withCurrentSchema(options.databaseUrl, async (db) => {
-        const entries = await db.operations.listQuarantineEntries({
-          status: options.status, limit: options.limit,
-          ...(options.handler ? { handler: options.handler } : {}), ...(options.reason ? { reason: options.reason } : {}),
-        });
+        const entries = await db.operations.listQuarantineEntries(filter);
         if (options.json) return printJson(entries.map(entrySummaryJson));
         if (entries.length === 0) return printLine(`no ${options.status === "all" ? "" : `${options.status} `}quarantine entries`);
         printTable(["id", "handler", "reason", "status", "tenant", "event_id", "seen", "last_seen", "detail"],
@@ -138,57 +127,9 @@ export function quarantineCommand(): Command {
       });
     });
 
-  group.command("replay")
-    .description("republish the entry to its original queue with publisher confirms; it goes through the normal pipeline again")
-    .argument("<id>", "quarantine entry id")
-    .addOption(new Option("--reason <text>", "why (kept in the audit); required with --accept-new and --accept-stale"))
-    .addOption(new Option("--actor <name>", "who (kept in the audit); default: $RABBIT_INBOX_ACTOR, else user@host"))
-    .addOption(new Option("--accept-new", "a conflict: this version replaces the stored one and is applied (compensate the stored version's effects first)"))
-    .addOption(new Option("--accept-stale", "a stale event: let exactly this version past the stale fence (check it was never applied first)"))
-    .addOption(amqpUrlOption())
-    .addOption(new Option("--confirm-timeout <ms>", "publisher-confirm timeout").default(10_000).argParser(parsePositiveInt("--confirm-timeout")))
-    .addOption(databaseUrlOption())
-    .addOption(jsonOption())
-    .action(async (idText: string, options: Common & { reason?: string; actor?: string; acceptNew?: boolean; acceptStale?: boolean; amqpUrl?: string; confirmTimeout: number }) => {
-      const id = parseId(idText);
-      if ((options.acceptNew || options.acceptStale) && !options.reason?.trim()) {
-        throw new CliError(`--${options.acceptNew ? "accept-new" : "accept-stale"} overrides a safety check: give the --reason`, 2);
-      }
-      await withCurrentSchema(options.databaseUrl, async (db) => {
-        const entry = await db.operations.getQuarantineEntry(id);
-        if (!entry) throw new CliError(`no quarantine entry #${id}`);
-        if (entry.reason === "conflict" && !options.acceptNew) printNote(`entry #${id} is a conflict: without --accept-new the replay will conflict again (see rabbit-inbox quarantine diff ${id})`);
-        if (entry.reason === "stale" && !options.acceptStale) printNote(`entry #${id} is stale: without --accept-stale the replay will be quarantined as stale again`);
-        const publisher = await AmqpReplayPublisher.connect(amqpUrlFrom(options.amqpUrl), { confirmTimeoutMs: options.confirmTimeout });
-        try {
-          const result = await replayQuarantineEntry(db.operations, publisher.publish, {
-            id, actor: actorFrom(options.actor), reason: options.reason?.trim() || "replayed by an operator",
-            acceptNew: options.acceptNew ?? false, acceptStale: options.acceptStale ?? false,
-          });
-          if (options.json) return printJson({ id, queue: result.queue, audit: auditJson(result.audit) });
-          printLine(`replayed quarantine entry #${id} to queue ${result.queue} (confirmed; audit #${result.audit.id} by ${result.audit.actor}${result.audit.options ? `, ${result.audit.options}` : ""})`);
-        } finally {
-          await publisher.close();
-        }
-      });
-    });
-
-  group.command("discard")
-    .description("give up on the entry for good; it stops holding back cleanup, and an audit record keeps who, when and why")
-    .argument("<id>", "quarantine entry id")
-    .requiredOption("--reason <text>", "why (kept in the audit)")
-    .addOption(new Option("--actor <name>", "who (kept in the audit); default: $RABBIT_INBOX_ACTOR, else user@host"))
-    .addOption(databaseUrlOption())
-    .addOption(jsonOption())
-    .action(async (idText: string, options: Common & { reason: string; actor?: string }) => {
-      const id = parseId(idText);
-      if (!options.reason.trim()) throw new CliError("--reason must say why", 2);
-      await withCurrentSchema(options.databaseUrl, async (db) => {
-        const audit = await discardQuarantineEntry(db.operations, { id, actor: actorFrom(options.actor), reason: options.reason.trim() });
-        if (options.json) return printJson({ id, audit: auditJson(audit) });
-        printLine(`discarded quarantine entry #${id} (audit #${audit.id} by ${audit.actor})`);
-      });
-    });
+  addGroupsCommand(group);
+  addReplayCommand(group);
+  addDiscardCommand(group);
 
   return group;
 }

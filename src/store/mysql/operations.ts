@@ -1,6 +1,6 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
+  AuditRecord, QuarantineCauseCount, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
@@ -11,7 +11,8 @@ import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlRow } from "../sql/sql-query.js";
 import { type MysqlDriver, SHORT_READ_COMMITTED } from "./driver.js";
 import { mysqlMigrations } from "./migrations.js";
-import { chunked, dateOfMicros, listingLimit, maybeDateOfMicros, micros, mysqlColumns, textOf, utcDatetime, utf8 } from "./values.js";
+import { QUARANTINE_COLUMNS, listMysqlQuarantine, mysqlQuarantineCauses } from "./quarantine-listing.js";
+import { chunked, dateOfMicros, maybeDateOfMicros, micros, mysqlColumns, textOf, utcDatetime, utf8 } from "./values.js";
 
 /**
  * Purge batches give up on a lock after this many seconds instead of queueing behind consumers
@@ -23,10 +24,6 @@ const PURGE_DELETE_CHUNKS = [256, 64, 16, 4, 1] as const;
 /** ER_NO_SUCH_TABLE */
 const NO_SUCH_TABLE = 1146;
 
-/** The quarantine columns a QuarantineDetail needs, with its times as UTC microseconds. */
-const QUARANTINE_COLUMNS = `id, handler, tenant, event_id, reason, detail, status, fingerprint, stored_fingerprint, occurrences,
-  body, body_truncated, properties, queue, ${micros("event_time")} AS event_time, ${micros("first_seen")} AS first_seen,
-  ${micros("last_seen")} AS last_seen`;
 const AUDIT_COLUMNS = `id, quarantine_id, action, actor, reason, options, ${micros("at")} AS at, ${micros("published_at")} AS published_at, failure`;
 
 /** The drivers operations run on: the same database, in the transactions each kind of work needs. */
@@ -205,19 +202,12 @@ export class MysqlInboxOperations implements InboxOperations {
     return { deleted, handlers: handlers.sort((a, b) => (a.handler < b.handler ? -1 : a.handler > b.handler ? 1 : 0)) };
   }
 
-  async listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
-    const status = filter.status ?? "held";
-    const where: string[] = [];
-    const values: string[] = [];
-    if (status !== "all") { where.push("status = ?"); values.push(status); }
-    if (filter.handler !== undefined) { where.push("handler = ?"); values.push(filter.handler); }
-    if (filter.reason !== undefined) { where.push("reason = ?"); values.push(filter.reason); }
-    const rows = await this.read(
-      `SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} ${where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""}
-       ORDER BY id LIMIT ${listingLimit(filter.limit ?? 100)}`,
-      values,
-    );
-    return rows.map(detailOf);
+  listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
+    return listMysqlQuarantine((text, values) => this.read(text, values), this.t, filter);
+  }
+
+  quarantineCauses(filter: QuarantineFilter = {}): Promise<QuarantineCauseCount[]> {
+    return mysqlQuarantineCauses((text, values) => this.read(text, values), this.t, filter);
   }
 
   async getQuarantineEntry(id: number): Promise<QuarantineDetail | null> {
@@ -301,7 +291,7 @@ export class MysqlInboxOperations implements InboxOperations {
     });
   }
 
-  private read(text: string, values: ReadonlyArray<string | number | Buffer> = []): Promise<SqlRow[]> {
+  private read(text: string, values: readonly unknown[] = []): Promise<SqlRow[]> {
     return this.drivers.autocommit.read(async (query) => (await query({ text, values })).rows);
   }
 }

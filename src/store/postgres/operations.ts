@@ -1,6 +1,6 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
+  AuditRecord, QuarantineCauseCount, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
@@ -11,6 +11,7 @@ import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlResult, SqlRow } from "../sql/sql-query.js";
 import { postgresColumns as read } from "./columns.js";
 import { postgresMigrations } from "./migrations.js";
+import { listPostgresQuarantine, postgresQuarantineCauses } from "./quarantine-listing.js";
 
 const toDetail = (r: SqlRow): QuarantineDetail => quarantineDetailOf(read, r);
 const toAudit = (r: SqlRow): AuditRecord => auditRecordOf(read, r);
@@ -152,15 +153,12 @@ export class PostgresInboxOperations implements InboxOperations {
     return affected;
   }
 
-  async listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
-    const status = filter.status ?? "held";
-    const { rows } = await this.query(
-      `SELECT * FROM ${this.t.quarantine}
-       WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR handler = $2) AND ($3::text IS NULL OR reason = $3)
-       ORDER BY id LIMIT $4`,
-      [status === "all" ? null : status, filter.handler ?? null, filter.reason ?? null, filter.limit ?? 100],
-    );
-    return rows.map(toDetail);
+  listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
+    return listPostgresQuarantine((text, values) => this.query(text, values), this.t, filter);
+  }
+
+  quarantineCauses(filter: QuarantineFilter = {}): Promise<QuarantineCauseCount[]> {
+    return postgresQuarantineCauses((text, values) => this.query(text, values), this.t, filter);
   }
 
   async getQuarantineEntry(id: number): Promise<QuarantineDetail | null> {

@@ -1,6 +1,6 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  AuditRecord, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
+  AuditRecord, QuarantineCauseCount, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
 import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
@@ -11,6 +11,7 @@ import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlRow } from "../sql/sql-query.js";
 import { sqliteColumns as read } from "./driver.js";
 import { sqliteMigrations } from "./migrations.js";
+import { listSqliteQuarantine, sqliteQuarantineCauses } from "./quarantine-listing.js";
 
 const detailOf = (r: SqlRow): QuarantineDetail => quarantineDetailOf(read, r);
 const auditOf = (r: SqlRow): AuditRecord => auditRecordOf(read, r);
@@ -135,13 +136,11 @@ export class SqliteInboxOperations implements InboxOperations {
   }
 
   listQuarantineEntries(filter: QuarantineFilter = {}): Promise<QuarantineDetail[]> {
-    const status = filter.status ?? "held";
-    const s = status === "all" ? null : status;
-    const handler = filter.handler ?? null;
-    const reason = filter.reason ?? null;
-    return this.driver.read(async (query) => (await all(query,
-      `SELECT * FROM rabbit_inbox_quarantine WHERE (? IS NULL OR status = ?) AND (? IS NULL OR handler = ?) AND (? IS NULL OR reason = ?)
-       ORDER BY id LIMIT ?`, s, s, handler, handler, reason, reason, filter.limit ?? 100)).map(detailOf));
+    return listSqliteQuarantine((work) => this.driver.read(work), filter);
+  }
+
+  quarantineCauses(filter: QuarantineFilter = {}): Promise<QuarantineCauseCount[]> {
+    return this.driver.read((query) => sqliteQuarantineCauses(query, filter));
   }
 
   getQuarantineEntry(id: number): Promise<QuarantineDetail | null> {

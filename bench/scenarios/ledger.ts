@@ -1,0 +1,182 @@
+/**
+ * The `ledger` scenario: the ledger service as it ships (examples/ledger/main.ts) in this
+ * process: openLedgerDatabase with its `balance.changed` exchange, the OutboxRelay and the
+ * InboxConsumer with main.ts's settings (batch size 500, prefetch 1000, relay retry delays
+ * 250-5000 ms), relay started first. A plain amqplib consumer in a process of its own
+ * (downstream-consumer.ts) takes every `balance.changed` from a queue bound to that exchange. Timed from the first event delivery:
+ *   applied      until the inbox applied the last event (its transaction committed, acked);
+ *   end to end   until the last `balance.changed` was received downstream.
+ * Latency: delivery of the event to the ledger -> its `balance.changed` received downstream
+ * (the events wait in a prepublished queue, so the time from their publish would only measure
+ * the backlog). Paced (`--ledger-rate R`), the traffic process publishes the events during the
+ * run at R per second instead, and the latency from each event's publish is measured too. The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
+ */
+import { fork } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import amqp from "amqplib";
+import { InboxConsumer, OutboxRelay, silentLogger } from "../../src/index.js";
+import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
+import type { BenchDatabase } from "../databases/bench-database.js";
+import { AMQP_URL, LatencyRecorder } from "../harness.js";
+import { type DownstreamDone, PUBLISH } from "./traffic-protocol.js";
+
+/** examples/ledger/main.ts's defaults (LEDGER_BATCH_SIZE and LEDGER_PREFETCH unset). */
+const LEDGER_BATCH_SIZE = 500;
+const LEDGER_PREFETCH = 1000;
+const BACKLOG_SAMPLE_MS = 250;
+
+export interface LedgerMeasurement {
+  /** First delivery to the last event applied. */
+  seconds: number;
+  /** First delivery to the last `balance.changed` received downstream. */
+  endToEndSeconds: number;
+  /** Inbox: delivery to settle. */
+  latency: LatencyRecorder;
+  /** Delivery of the event to its `balance.changed` received downstream. */
+  endToEndLatency: LatencyRecorder;
+  maxBacklog: number;
+  /** Outbox rows pending when the last event was applied. */
+  backlogAtApplied: number;
+  /** `balance.changed` received more than once before the last new one (the relay publishes at least once). */
+  duplicates: number;
+  /** The downstream consumer's CPU per message (its own process; with pacing, the producer's too). */
+  downstreamCpuUsPerMsg: number;
+  /** Paced: publish of the event -> its `balance.changed` received, and the rate it was published at. */
+  publishToReceived?: LatencyRecorder;
+  publishedPerSec?: number;
+  /** RSS (MB) when a quarter, half, three quarters and all of the events had been applied. */
+  rssAtQuarterMb: number[];
+}
+
+/** Events published during the run at a fixed rate (by the traffic process) instead of beforehand. */
+export interface LedgerPacing { rate: number; runTag: string; accounts: number }
+
+/** The index i of an event id `<runTag>-<i>` (see eventBody in harness.ts). */
+function eventIndex(eventId: string): number {
+  return Number(eventId.slice(eventId.lastIndexOf("-") + 1));
+}
+
+/**
+ * `measured` is called once everything arrived, before the service's connections close: the
+ * caller reads /proc there, while the database sessions that did the work still exist.
+ */
+export async function runLedger(
+  db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>, measured: () => void, pacing?: LedgerPacing,
+): Promise<LedgerMeasurement> {
+  const exchange = `${queue}.balance-changed`;
+  // Per event, allocated and written to up front so that they add nothing to RSS during the run.
+  const deliveredAt = new Float64Array(n).fill(-1);
+  const latency = new LatencyRecorder();
+  const endToEndLatency = new LatencyRecorder();
+  const rssAtQuarterMb: number[] = [];
+  let firstDelivery = Infinity;
+  let applied = 0;
+  let appliedAt = 0;
+  let receivedAllAt = 0;
+  let failure: Error | undefined;
+  let finish!: () => void;
+  const finished = new Promise<void>((resolve) => { finish = resolve; });
+  const fail = (error: Error) => { failure ??= error; finish(); };
+
+  const downstreamConnection = await amqp.connect(AMQP_URL);
+  const downstreamQueue = `${queue}.downstream`;
+  const setup = await downstreamConnection.createChannel();
+  await setup.assertExchange(exchange, "fanout", { durable: true });
+  await setup.assertQueue(downstreamQueue, { durable: true });
+  await setup.bindQueue(downstreamQueue, exchange, "");
+  const timesDir = mkdtempSync(join(tmpdir(), "rabbit-inbox-bench-downstream-"));
+  const timesFile = join(timesDir, "received-at.f64");
+  const downstream = fork(fileURLToPath(new URL("./downstream-consumer.js", import.meta.url)), [AMQP_URL, downstreamQueue, String(n), timesFile, ...(pacing ? [queue, String(pacing.rate), pacing.runTag, String(pacing.accounts)] : [])], { stdio: "inherit" });
+  let downstreamDone: DownstreamDone | undefined;
+  downstream.once("message", (done: DownstreamDone) => {
+    downstreamDone = done;
+    receivedAllAt = done.receivedAllAt - performance.timeOrigin;
+    if (appliedAt > 0) finish();
+  });
+  const downstreamExited = new Promise<void>((resolve) => {
+    downstream.once("exit", (code) => {
+      if (code !== 0 || !downstreamDone) fail(new Error(`downstream consumer exited with code ${code} before it received every balance.changed`));
+      resolve();
+    });
+  });
+
+  const ledger = await openLedgerDatabase(db.url, silentLogger, { balanceChangedExchange: exchange });
+  const relay = new OutboxRelay({
+    url: AMQP_URL, store: ledger.outbox!, logger: silentLogger,
+    topology: async (channel) => { await channel.assertExchange(exchange, "fanout", { durable: true }); },
+    retryBaseDelayMs: 250, retryMaxDelayMs: 5000,
+  });
+  const consumer = new InboxConsumer({
+    url: AMQP_URL, queue, store: ledger.store, handler: ledger.handler, logger: silentLogger,
+    batchSize: LEDGER_BATCH_SIZE, prefetch: LEDGER_PREFETCH, queueArguments,
+    onOutcome: (outcome, timing) => {
+      if (outcome.kind !== "applied") return fail(new Error(`ledger: unexpected outcome ${outcome.kind}`));
+      const now = performance.now();
+      const delivered = now - timing.latencyMs;
+      firstDelivery = Math.min(firstDelivery, delivered);
+      deliveredAt[eventIndex(outcome.key.eventId)] = delivered;
+      latency.record(timing.latencyMs);
+      applied++;
+      if (applied % Math.max(1, Math.floor(n / 4)) === 0 && rssAtQuarterMb.length < 4) {
+        rssAtQuarterMb.push(Math.round(process.memoryUsage().rss / 1024 / 1024));
+      }
+      if (applied === n) {
+        appliedAt = now;
+        if (receivedAllAt > 0) finish();
+      }
+    },
+  });
+
+  let maxBacklog = 0;
+  let backlogAtApplied = -1;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      const pending = await db.pendingOutbox();
+      maxBacklog = Math.max(maxBacklog, pending);
+      if (appliedAt > 0 && backlogAtApplied < 0) backlogAtApplied = pending;
+      await new Promise((resolve) => setTimeout(resolve, BACKLOG_SAMPLE_MS));
+    }
+  })().catch((error: unknown) => fail(error instanceof Error ? error : new Error(String(error))));
+
+  try {
+    await relay.start();
+    await consumer.start();
+    if (pacing) downstream.send(PUBLISH);
+    await finished;
+    if (failure) throw failure;
+    await downstreamExited;
+    measured();
+    const file = readFileSync(timesFile);
+    const receivedAt = new Float64Array(file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength));
+    for (let i = 0; i < n; i++) endToEndLatency.record(receivedAt[i]! - performance.timeOrigin - deliveredAt[i]!);
+    let publishToReceived: LatencyRecorder | undefined;
+    if (pacing) {
+      const published = readFileSync(`${timesFile}.published`);
+      const publishedAt = new Float64Array(published.buffer.slice(published.byteOffset, published.byteOffset + published.byteLength));
+      publishToReceived = new LatencyRecorder();
+      for (let i = 0; i < n; i++) publishToReceived.record(receivedAt[i]! - publishedAt[i]!);
+    }
+    return {
+      seconds: (appliedAt - firstDelivery) / 1000,
+      endToEndSeconds: (receivedAllAt - firstDelivery) / 1000,
+      latency, endToEndLatency, maxBacklog, backlogAtApplied: Math.max(0, backlogAtApplied), rssAtQuarterMb,
+      duplicates: downstreamDone!.duplicates, downstreamCpuUsPerMsg: Math.round(downstreamDone!.cpuUs / n),
+      ...(publishToReceived ? { publishToReceived, publishedPerSec: downstreamDone!.publishedPerSec ?? 0 } : {}),
+    };
+  } finally {
+    sampling = false;
+    await sampler;
+    await consumer.stop();
+    await relay.stop();
+    await ledger.close();
+    if (downstream.exitCode === null) downstream.kill();
+    rmSync(timesDir, { recursive: true, force: true });
+    await setup.deleteQueue(downstreamQueue).catch(() => undefined);
+    await setup.deleteExchange(exchange).catch(() => undefined);
+    await downstreamConnection.close().catch(() => undefined);
+  }
+}

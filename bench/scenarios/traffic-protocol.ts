@@ -1,0 +1,15 @@
+/** What the ledger scenario and its traffic process (downstream-consumer.ts) tell each other. */
+
+/** The traffic process's last word: every event's `balance.changed` arrived. */
+export interface DownstreamDone {
+  receivedAllAt: number;
+  duplicates: number;
+  /** This process's CPU time (user + system) while consuming, in microseconds. */
+  cpuUs: number;
+  /** Paced mode: the rate the events were actually published at. */
+  publishedPerSec?: number;
+}
+
+/** The parent's go for the producer (paced mode): the ledger consumes by then. */
+export const PUBLISH = "publish";
+

@@ -1,0 +1,127 @@
+/**
+ * The consumer's and the relay's instruments through the OpenTelemetry metrics API with a real
+ * SDK (a MeterProvider and a reader collected on demand): the same counts as the Prometheus
+ * series, for what was sent over the in-memory broker — applied events, a duplicate, a
+ * conflicting second version, a malformed body, and a transaction retried after a transient
+ * failure. Without a registered MeterProvider nothing is made.
+ */
+import { metrics } from "@opentelemetry/api";
+import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, type Histogram } from "@opentelemetry/sdk-metrics";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { TransientStoreError } from "../../src/core/errors.js";
+import { noConsumerMetrics, noRelayMetrics } from "../../src/observability/inbox-metrics.js";
+import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
+import type { FakeBroker } from "../support/fake-amqp.js";
+import { fakeBrokerPerTest, until } from "../support/fake-consumer.js";
+import { MemoryStore } from "../support/memory-store.js";
+
+vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
+
+class OnDemandReader extends MetricReader {
+  constructor() { super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE }); }
+  protected onForceFlush(): Promise<void> { return Promise.resolve(); }
+  protected onShutdown(): Promise<void> { return Promise.resolve(); }
+}
+
+const env = fakeBrokerPerTest();
+let broker: FakeBroker;
+let reader: OnDemandReader;
+let provider: MeterProvider;
+beforeEach(() => {
+  broker = env.broker;
+  reader = new OnDemandReader();
+  provider = new MeterProvider({ readers: [reader] });
+  metrics.setGlobalMeterProvider(provider);
+});
+afterEach(async () => {
+  metrics.disable();
+  await provider.shutdown();
+});
+
+/** Every data point of the last collection, by instrument name. */
+async function collect(): Promise<Map<string, Array<DataPoint<number | Histogram>>>> {
+  const { resourceMetrics, errors } = await reader.collect();
+  expect(errors).toEqual([]);
+  const byName = new Map<string, Array<DataPoint<number | Histogram>>>();
+  for (const scope of resourceMetrics.scopeMetrics) {
+    for (const metric of scope.metrics) byName.set(metric.descriptor.name, metric.dataPoints as Array<DataPoint<number | Histogram>>);
+  }
+  return byName;
+}
+
+function value(points: Map<string, Array<DataPoint<number | Histogram>>>, name: string, attributes: Record<string, unknown>): number | Histogram | undefined {
+  return points.get(name)?.find((p) => Object.entries(attributes).every(([k, v]) => p.attributes[k] === v))?.value;
+}
+
+describe("OpenTelemetry metrics", () => {
+  it("count what the consumer settled, under the Prometheus names, with no body-derived attribute", async () => {
+    const store = new MemoryStore();
+    store.script = (attempt) => {
+      if (attempt === 2) throw new TransientStoreError("simulated deadlock");
+      return "commit";
+    };
+    const { consumer } = env.build({ store, batchSize: 1 });
+    await consumer.start();
+    broker.publishJson("work", { tenant: "t1", event_id: "e-1", amount: 1 });
+    await until(() => consumer.outcomeCounts.applied === 1, "e-1 applied");
+    broker.publishJson("work", { tenant: "t1", event_id: "e-2", amount: 2 });
+    await until(() => consumer.outcomeCounts.applied === 2, "e-2 applied after a retry");
+    broker.publishJson("work", { tenant: "t1", event_id: "e-1", amount: 1 });
+    broker.publishJson("work", { tenant: "t1", event_id: "e-1", amount: 99 });
+    broker.publish("", "work", "{not json", { contentType: "application/json" });
+    await until(() => consumer.outcomeCounts.duplicate === 1 && consumer.outcomeCounts.quarantined === 2, "duplicate, conflict and malformed settled");
+
+    const points = await collect();
+    const labels = { queue: "work", handler: "fake-consumer" };
+    expect(value(points, "rabbit_inbox_messages", { ...labels, outcome: "applied" })).toBe(2);
+    expect(value(points, "rabbit_inbox_messages", { ...labels, outcome: "duplicate" })).toBe(1);
+    expect(value(points, "rabbit_inbox_messages", { ...labels, outcome: "quarantined" })).toBe(2);
+    expect(value(points, "rabbit_inbox_quarantined", { ...labels, reason: "conflict" })).toBe(1);
+    expect(value(points, "rabbit_inbox_quarantined", { ...labels, reason: "invalid" })).toBe(1);
+    expect(value(points, "rabbit_inbox_transaction_retries", { ...labels, kind: "transient" })).toBe(1);
+    expect(value(points, "rabbit_inbox_redeliveries", labels)).toBeUndefined();
+    expect((value(points, "rabbit_inbox_settle_latency", labels) as Histogram).count).toBe(5);
+    expect((value(points, "rabbit_inbox_batch_size", labels) as Histogram).sum).toBe(5);
+    expect((value(points, "rabbit_inbox_transaction_duration", labels) as Histogram).count).toBeGreaterThanOrEqual(2);
+    expect(value(points, "rabbit_inbox_broker_connected", { role: "consumer", queue: "work" })).toBe(1);
+    const attributes = [...points.values()].flat().map((p) => p.attributes);
+    expect(JSON.stringify(attributes)).not.toMatch(/e-\d|t1/);
+
+    await consumer.stop();
+    const after = await collect();
+    // Its counters stay after the stop (the SDK, not the library, decides how long a gauge's
+    // last observation is reported once its callback is removed).
+    expect(value(after, "rabbit_inbox_messages", { ...labels, outcome: "applied" })).toBe(2);
+  });
+
+  it("count the relay's publishes and failures, read the backlog on collection, and stop reading it once closed", async () => {
+    let reads = 0;
+    const backlog = () => {
+      reads++;
+      return Promise.resolve({ pending: 3, oldestPendingAt: new Date(10_000), now: new Date(70_000), failing: 0, unroutable: 0, worst: null });
+    };
+    const relay = relayMetricsFor(undefined, { node: () => "node-a", backlog });
+    relay.published();
+    relay.published();
+    relay.publishFailed();
+    relay.reconnected();
+    const points = await collect();
+    expect(value(points, "rabbit_inbox_outbox_published", {})).toBe(2);
+    expect(value(points, "rabbit_inbox_outbox_publish_failures", {})).toBe(1);
+    expect(value(points, "rabbit_inbox_reconnects", { role: "relay" })).toBe(1);
+    expect(value(points, "rabbit_inbox_broker_connected", { role: "relay", node: "node-a" })).toBe(1);
+    expect(value(points, "rabbit_inbox_outbox_pending", {})).toBe(3);
+    expect(value(points, "rabbit_inbox_outbox_oldest_pending_age", {})).toBe(60);
+    expect(reads).toBe(2);
+    relay.close();
+    await collect();
+    expect(reads).toBe(2);
+  });
+
+  it("makes nothing without a registered MeterProvider", () => {
+    metrics.disable();
+    const consumer = consumerMetricsFor(undefined, { queue: "q", handler: { name: "h" }, store: {}, partitioned: false, node: () => "n", partitionsHeld: () => 0 });
+    expect(consumer).toBe(noConsumerMetrics);
+    expect(relayMetricsFor(undefined, { node: () => "n" })).toBe(noRelayMetrics);
+  });
+});

@@ -1,0 +1,58 @@
+import { describe, expect, it } from "vitest";
+import { CliError } from "../../src/cli/cli-error.js";
+import { hasFilterFlags, parseRate, parseTime, quarantineFilterFrom } from "../../src/cli/quarantine-filter-options.js";
+
+const now = new Date("2026-12-01T12:00:00.000Z");
+const usage = (fn: () => unknown, pattern: RegExp) => {
+  let caught: unknown;
+  try {
+    fn();
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught).toBeInstanceOf(CliError);
+  expect((caught as CliError).exitCode).toBe(2);
+  expect((caught as CliError).message).toMatch(pattern);
+};
+
+describe("quarantine filter flags", () => {
+  it("map to a QuarantineFilter, every flag to its field", () => {
+    const fp = "a".repeat(64);
+    expect(quarantineFilterFrom({
+      handler: "ledger", reason: "account_missing", tenant: "t1", fingerprint: fp, group: "0123456789abcdef", text: "never opened",
+      since: "2026-11-30T06:00:00Z", until: "1h",
+    }, now)).toEqual({
+      handler: "ledger", reason: "account_missing", tenant: "t1", fingerprint: fp, group: "0123456789abcdef", text: "never opened",
+      since: new Date("2026-11-30T06:00:00Z"), until: new Date("2026-12-01T11:00:00.000Z"),
+    });
+    expect(quarantineFilterFrom({}, now)).toEqual({});
+    expect(hasFilterFlags({})).toBe(false);
+    expect(hasFilterFlags({ text: "x" })).toBe(true);
+  });
+
+  it("read times as ISO (UTC when no zone is given) or as a duration ago", () => {
+    expect(parseTime("--since", "2026-11-30", now)).toEqual(new Date("2026-11-30T00:00:00.000Z"));
+    expect(parseTime("--since", "2026-11-30T06:30", now)).toEqual(new Date("2026-11-30T06:30:00.000Z"));
+    expect(parseTime("--since", "2026-11-30 06:30:15.5", now)).toEqual(new Date("2026-11-30T06:30:15.500Z"));
+    expect(parseTime("--since", "2026-11-30T06:30:00+02:00", now)).toEqual(new Date("2026-11-30T04:30:00.000Z"));
+    expect(parseTime("--since", "90m", now)).toEqual(new Date("2026-12-01T10:30:00.000Z"));
+    expect(parseTime("--since", "1d12h", now)).toEqual(new Date("2026-11-30T00:00:00.000Z"));
+  });
+
+  it("refuse bad values with a usage error that names the flag", () => {
+    usage(() => quarantineFilterFrom({ since: "yesterday" }, now), /^--since takes an ISO time .* got "yesterday"$/);
+    usage(() => quarantineFilterFrom({ until: "14" }, now), /^--until takes an ISO time/);
+    usage(() => quarantineFilterFrom({ until: "2026-11-31T99:00" }, now), /^--until takes an ISO time/);
+    usage(() => quarantineFilterFrom({ since: "1h", until: "2h" }, now), /^--since \(.*\) must be before --until/);
+    usage(() => quarantineFilterFrom({ group: "xyz" }, now), /^--group must be a group key \(16 characters 0-9a-f/);
+    usage(() => quarantineFilterFrom({ fingerprint: "abc" }, now), /^--fingerprint must be a SHA-256/);
+    usage(() => quarantineFilterFrom({ handler: " " }, now), /^--handler needs a value$/);
+    usage(() => quarantineFilterFrom({ text: "" }, now), /^--text needs a value$/);
+  });
+
+  it("--rate takes a positive number, fractions too", () => {
+    expect(parseRate("50")).toBe(50);
+    expect(parseRate("0.5")).toBe(0.5);
+    for (const bad of ["0", "-3", "fast", "1e3", "", "Infinity"]) usage(() => parseRate(bad), /^--rate must be a positive number of replays per second/);
+  });
+});
