@@ -50,16 +50,15 @@ export class PublishedClaim {
     const stopped = new Set<string>();
     this.confirms = claim.rows.map((row) => {
       const key = row.orderingKey;
-      if (key === null) return settledText(start(row));
+      if (key === null) return settledText(attempt(start, row).confirm);
       // A key that stopped publishes nothing more in this claim: its later rows must not overtake.
       if (stopped.has(key)) return undefined;
       const last = this.lastPublished.get(key) ?? before?.get(key);
-      const confirm = last && (last.exchange !== row.exchange || last.routingKey !== row.routingKey) ? undefined : start(row);
-      if (confirm === undefined) {
-        stopped.add(key);
-        return undefined;
-      }
-      this.lastPublished.set(key, { id: row.id, exchange: row.exchange, routingKey: row.routingKey });
+      const { confirm, threw } = last && (last.exchange !== row.exchange || last.routingKey !== row.routingKey) ? { confirm: undefined, threw: false } : attempt(start, row);
+      // Not on the wire (not attempted, or the publish threw before sending): the key's later rows wait.
+      if (confirm === undefined || threw) stopped.add(key);
+      if (confirm === undefined) return undefined;
+      if (!threw) this.lastPublished.set(key, { id: row.id, exchange: row.exchange, routingKey: row.routingKey });
       return settledText(confirm);
     });
   }
@@ -90,6 +89,15 @@ export class PublishedClaim {
   /** Every ordering key of the claim: what a settlement that could not be written leaves unsure. */
   keys(): Set<string> {
     return new Set(this.claim.rows.flatMap((r) => (r.orderingKey === null ? [] : [r.orderingKey])));
+  }
+}
+
+/** A publish that throws instead of rejecting fails like one that rejects (the claim still settles), and says so. */
+function attempt(start: StartPublish, row: OutboxRow): { confirm: Promise<void> | undefined; threw: boolean } {
+  try {
+    return { confirm: start(row), threw: false };
+  } catch (error) {
+    return { confirm: Promise.reject(error instanceof Error ? error : new Error(String(error))), threw: true };
   }
 }
 

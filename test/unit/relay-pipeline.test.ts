@@ -102,6 +102,21 @@ describe("a published claim", () => {
     expect([...published.keys()].sort()).toEqual(["a", "b"]);
   });
 
+  it("a publish that throws counts as a failed row, and its key publishes nothing after it; the others go on", async () => {
+    const wire = new Wire();
+    const published = new PublishedClaim(claimOf([row(1, "a"), row(2, "a"), row(3, "b"), row(4, "a")]), "ch", (r) => {
+      if (r.id === 2) throw new Error("encoder broke");
+      return wire.start(r);
+    }, undefined);
+    expect(wire.order).toEqual([1, 3]);
+    expect(published.lastPublished.get("a")?.id).toBe(1);
+    wire.confirmAll();
+    const outcome = await published.outcome(new Set());
+    expect(outcome.sent.map((r) => r.id)).toEqual([1, 3]);
+    expect(outcome.failed.map((f) => [f.row.id, f.error])).toEqual([[2, "encoder broke"]]);
+    expect([...outcome.broken]).toEqual(["a"]);
+  });
+
   it("continues a key the relay still holds right after its held rows", () => {
     const heads = [{ orderingKey: "a", id: 10 }, { orderingKey: "b", id: 20 }];
     expect(keyStarts(heads, new Map([["a", 14]]))).toEqual([{ orderingKey: "a", id: 15 }, { orderingKey: "b", id: 20 }]);
