@@ -61,7 +61,7 @@ function numbers(count: number): string {
     WHERE s.n < ${count}`;
 }
 
-interface DrainDatabase {
+export interface DrainDatabase {
   store: OutboxRelayStore & { close(): Promise<void> };
   /** Writes the backlog: row n has ordering key `key-(n % keys)` and body {"key":..,"seq":n}. */
   fill(rows: number, keys: number, exchange: string): Promise<void>;
@@ -70,7 +70,7 @@ interface DrainDatabase {
   remove(): Promise<void>;
 }
 
-async function openPostgres(): Promise<DrainDatabase> {
+export async function openPostgres(): Promise<DrainDatabase> {
   const schema = randomName("bench_drain").replaceAll(".", "_");
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();
@@ -102,7 +102,7 @@ async function openPostgres(): Promise<DrainDatabase> {
   };
 }
 
-async function openMysql(): Promise<DrainDatabase> {
+export async function openMysql(): Promise<DrainDatabase> {
   const name = randomName("bench_drain").replaceAll(".", "_");
   const admin = await mysql.createConnection(MYSQL_URL);
   await admin.query(`CREATE DATABASE ${name}`);
@@ -133,7 +133,7 @@ async function openMysql(): Promise<DrainDatabase> {
   };
 }
 
-async function openSqlite(): Promise<DrainDatabase> {
+export async function openSqlite(): Promise<DrainDatabase> {
   const dir = mkdtempSync(join(tmpdir(), "ri-drain-"));
   const file = join(dir, "outbox.sqlite");
   const store = await SqliteStore.open(file);
@@ -164,7 +164,7 @@ async function openSqlite(): Promise<DrainDatabase> {
  * Reads every message off the queue; checks that each of the `rows` sequence numbers came
  * exactly once and that each key's numbers came in increasing order.
  */
-async function checkDelivered(channel: amqp.Channel, queue: string, rows: number): Promise<void> {
+export async function checkDelivered(channel: amqp.Channel, queue: string, rows: number): Promise<void> {
   const { messageCount } = await channel.checkQueue(queue);
   if (messageCount !== rows) throw new Error(`the queue holds ${messageCount} messages, expected ${rows}`);
   const seen = new Uint8Array(rows);

@@ -23,6 +23,7 @@ import { BROKER_ONLY, type Scenario, type ScenarioSettings, SCENARIOS, runScenar
 import { describeRaw, type RawSettings } from "./scenarios/raw.js";
 import { producerTraceRatio } from "./observability.js";
 import { runOutboxDrain } from "./outbox-drain.js";
+import { runRelayPair } from "./relay-pair.js";
 
 /** What runs without --only: the extras are asked for by name. */
 const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple");
@@ -117,8 +118,9 @@ async function main(): Promise<void> {
   if (scenarioAt >= 0) {
     const name = argv[scenarioAt + 1];
     if (name === "outbox-drain") return runOutboxDrain(argv);
+    if (name === "relay") return runRelayPair(argv);
     if (name === "raw-sweep") return rawSweep(parseArgs(argv.filter((_, i) => i !== scenarioAt && i !== scenarioAt + 1)));
-    throw new Error(`unknown --scenario ${String(name)} (known: outbox-drain, raw-sweep)\n${USAGE}`);
+    throw new Error(`unknown --scenario ${String(name)} (known: outbox-drain, relay, raw-sweep)\n${USAGE}`);
   }
   const args = parseArgs(argv);
   if (args.memory) return memory(args);

@@ -38,9 +38,17 @@ export async function publishInSpan(
   await inSpan(span, () => publish(own ? { ...headers, ...own } : headers));
 }
 
-/** The relay's publish of a row: a child of the context stored with the row, when it has one. */
-export async function publishRowInSpan(row: OutboxRow, publish: (row: OutboxRow) => Promise<void>): Promise<void> {
+/**
+ * The relay's publish of a row: a child of the context stored with the row, when it has one.
+ * Untraced, it is the publish itself, started before this returns (the relay relies on its
+ * rows reaching the channel in the order it calls this).
+ */
+export function publishRowInSpan(row: OutboxRow, publish: (row: OutboxRow) => Promise<void>): Promise<void> {
   if (!tracingApi()) return publish(row);
+  return publishTracedRow(row, publish);
+}
+
+async function publishTracedRow(row: OutboxRow, publish: (row: OutboxRow) => Promise<void>): Promise<void> {
   const stored = row.properties.headers;
   const headers = stored && typeof stored === "object" && !Array.isArray(stored) ? stored as Record<string, unknown> : undefined;
   const target = { exchange: row.exchange, routingKey: row.routingKey, messageId: row.messageId, bodySize: row.body.length };

@@ -26,6 +26,20 @@ export function keyRanges(cursor: string | null): KeyRange[] {
   return cursor === null ? [{ all: true }] : [{ after: cursor }, { upTo: cursor }];
 }
 
+/**
+ * Where a claim reads each key's rows from: its head, or, for a key of which this relay holds
+ * the first rows in a claim still being published (`holding`: key -> last id held), right after
+ * them. Those rows are the key's unbroken head and they are this relay's: the new claim's rows of
+ * the key go out after them on the same channel.
+ */
+export function keyStarts(heads: readonly KeyHead[], holding: ReadonlyMap<string, number> | undefined): KeyHead[] {
+  if (!holding || holding.size === 0) return [...heads];
+  return heads.map((h) => {
+    const held = holding.get(h.orderingKey);
+    return held === undefined || held < h.id ? h : { orderingKey: h.orderingKey, id: held + 1 };
+  });
+}
+
 /** Rows read per key from its head: the batch shared among the keys, at least one each. */
 export function rowsPerKey(limit: number, keys: number): number {
   return Math.max(1, Math.ceil(limit / Math.max(1, keys)));

@@ -21,7 +21,10 @@ export interface OutboxRelayOptions {
   store: OutboxRelayStore;
   /** Default: JSON lines on stderr. */
   logger?: Logger;
-  /** Rows claimed and published per round. Default 100. */
+  /**
+   * Rows claimed and published per round. Default 1000: a round has a fixed cost in database
+   * round trips, and its rows are published without waiting for one another's confirms.
+   */
   batchSize?: number;
   /** Publisher-confirm timeout of each publish, in ms. Default 10 000. */
   publishTimeoutMs?: number;

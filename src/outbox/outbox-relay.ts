@@ -15,6 +15,8 @@ import { publishRowInSpan } from "../observability/publish-trace.js";
 import { OutboxNotifications } from "./outbox-notifications.js";
 import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
+import { ClaimPipeline, type ClaimsOut } from "./claim-pipeline.js";
+import { type ClaimOutcome, PublishedClaim } from "./published-claim.js";
 import { RelaySession } from "./relay-session.js";
 import { Wakeup } from "./wakeup.js";
 
@@ -37,7 +39,10 @@ const CLEANUP_PAUSE_MS = 20;
  * publisher confirm within a timeout, and marks rows sent only after their confirm. A relay that
  * dies between a confirm and the mark publishes nothing twice concurrently; its rows are
  * published again later with the same message id, which downstream consumers dedup.
- * Rows sharing an ordering key go out one at a time, in order. Several relays may run at once.
+ * Rows sharing an ordering key go out in order on one channel, a key's rows of one route back
+ * to back, and none is marked sent after a failed one (published-claim.ts). Where the store
+ * allows it, the next claim is taken while the previous one's confirms come in
+ * (claim-pipeline.ts). Several relays may run at once.
  */
 export class OutboxRelay {
   readonly name: string;
@@ -63,6 +68,7 @@ export class OutboxRelay {
   /** The outbox backlog for health() and the gauges, read at most once per sample interval. */
   private readonly backlog: RateLimitedSample<OutboxBacklog> | undefined;
   private lastPublishAt: Date | null = null;
+  private readonly pipeline: ClaimPipeline;
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
@@ -72,7 +78,7 @@ export class OutboxRelay {
     this.options = options;
     this.store = options.store;
     this.logger = throttleRepeats(options.logger ?? createJsonLogger({ name: "outbox-relay" }), { intervalMs: RELAY_LOG_REPEAT_INTERVAL_MS });
-    this.batchSize = positive("batchSize", options.batchSize ?? 100);
+    this.batchSize = positive("batchSize", options.batchSize ?? 1000);
     this.publishTimeoutMs = positive("publishTimeoutMs", options.publishTimeoutMs ?? 10_000);
     this.pollIntervalMs = positive("pollIntervalMs", options.pollIntervalMs ?? 1000);
     this.leaseMs = positive("leaseMs", options.leaseMs ?? Math.max(30_000, 3 * this.publishTimeoutMs));
@@ -87,6 +93,14 @@ export class OutboxRelay {
     this.backlog = hasOperations(store) ? new RateLimitedSample(() => store.operations().outboxBacklog(), options.metrics?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS) : undefined;
     this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) });
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
+    this.pipeline = new ClaimPipeline({
+      claim: (holding) => this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs, ...(holding ? { holding } : {}) }),
+      publish: (claim, out) => this.publishClaim(claim, out),
+      settle: async (claim, brokenBefore) => {
+        const { round, broken } = await this.settle(claim, brokenBefore);
+        return { sent: round.sent, broken };
+      },
+    }, options.store.overlappingClaims === true);
     this.notifications = new OutboxNotifications({
       store: this.store, relayName: this.name, logger: this.logger, backoff: reconnectPolicy(options),
       wake: () => this.work.wake(), stopRequested: this.stopRequested,
@@ -184,69 +198,71 @@ export class OutboxRelay {
   }
 
   /**
-   * One claim -> publish -> mark round. Public for tests and tools; the relay's loop calls it.
+   * One claim -> publish -> mark round. Public for tests and tools; the relay's loop runs the
+   * same steps, with the next claim taken while a round's confirms are on their way.
    * Needs a live broker session (returns an empty round without one).
    */
   async runOnce(): Promise<RelayRound> {
     if (!this.broker.isOpen) return { claimed: 0, sent: 0, failed: 0 };
     const claim = await this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs });
     if (!claim) return { claimed: 0, sent: 0, failed: 0 };
+    return (await this.settle(this.publishClaim(claim, undefined), new Set())).round;
+  }
+
+  /**
+   * Puts a claim's rows on the wire. After claims still out only on their channel: rows of a key
+   * in several claims then reach the broker in order; on another channel nothing is attempted.
+   */
+  private publishClaim(claim: OutboxClaim, out: ClaimsOut | undefined): PublishedClaim {
+    const channel = this.broker.channelIdentity;
+    const sameChannel = out === undefined || out.channel === channel;
+    return new PublishedClaim(claim, channel, (row) => {
+      // Not attempted (stays due, no attempt counted): the session is gone or changed, or the lease could end mid-publish.
+      if (!sameChannel || !this.broker.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return undefined;
+      return publishRowInSpan(row, (traced) => this.broker.publish(traced));
+    }, out?.lastPublished);
+  }
+
+  /**
+   * Waits for a published claim's confirms and marks its rows. Returns what it did, and the
+   * keys whose rows in a claim published after this one must stay pending: those that stopped
+   * here, or all of them when the marks could not be written.
+   */
+  private async settle(published: PublishedClaim, brokenBefore: ReadonlySet<string>): Promise<{ round: RelayRound; broken: ReadonlySet<string> }> {
     let settlement: OutboxSettlement = { sent: [], failed: [] };
+    let broken: ReadonlySet<string>;
     try {
-      const { sent, failed } = await this.publishClaim(claim);
-      settlement = { sent: sent.map((r) => r.id), failed };
-      if (sent.length > 0 && this.options.hook) await this.options.hook("after-confirm", sent);
+      const outcome = await published.outcome(brokenBefore);
+      settlement = {
+        sent: outcome.sent.map((r) => r.id),
+        failed: outcome.failed.map((f) => ({ id: f.row.id, error: f.error.slice(0, 2000), retryDelayMs: this.retryDelay(f.row.attempts + 1) })),
+      };
+      this.count(outcome);
+      if (outcome.sent.length > 0 && this.options.hook) await this.options.hook("after-confirm", outcome.sent);
+      broken = outcome.broken;
     } finally {
       try {
-        await claim.settle(settlement);
+        await published.claim.settle(settlement);
       } catch (error) {
+        broken = new Set([...brokenBefore, ...published.keys()]);
         this.logger.warn("could not mark outbox rows; they will be published again (downstream dedups by message id)", {
           relay: this.name, rows: settlement.sent.length + settlement.failed.length, error: describeError(error),
         });
       }
     }
-    return { claimed: claim.rows.length, sent: settlement.sent.length, failed: settlement.failed.length };
+    return { round: { claimed: published.claim.rows.length, sent: settlement.sent.length, failed: settlement.failed.length }, broken };
   }
 
-  private async publishClaim(claim: OutboxClaim): Promise<{ sent: OutboxRow[]; failed: Array<OutboxSettlement["failed"][number]> }> {
-    const sent: OutboxRow[] = [];
-    const failed: Array<OutboxSettlement["failed"][number]> = [];
-    const failures: Array<{ row: OutboxRow; error: string }> = [];
-    const publishOne = async (row: OutboxRow): Promise<boolean> => {
-      // Not attempted (stays due, no attempt counted): the session is gone, or the lease could end mid-publish.
-      if (!this.broker.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return false;
-      try {
-        await publishRowInSpan(row, (traced) => this.broker.publish(traced));
-        sent.push(row);
-        this.totals.published++;
-        this.metrics.published();
-        this.lastPublishAt = new Date();
-        this.options.onPublished?.(row);
-        return true;
-      } catch (error) {
-        const text = describeError(error);
-        failed.push({ id: row.id, error: text.slice(0, 2000), retryDelayMs: this.retryDelay(row.attempts + 1) });
-        failures.push({ row, error: text });
-        this.totals.failed++;
-        this.metrics.publishFailed();
-        return false;
-      }
-    };
-    // Unordered rows all go out at once (confirms pipeline); an ordering key's rows one after
-    // another, stopping at the first failure so that row N+1 never overtakes row N.
-    const chains: OutboxRow[][] = [];
-    const byKey = new Map<string, OutboxRow[]>();
-    for (const row of claim.rows) {
-      if (row.orderingKey === null) { chains.push([row]); continue; }
-      let chain = byKey.get(row.orderingKey);
-      if (!chain) { chain = []; byKey.set(row.orderingKey, chain); chains.push(chain); }
-      chain.push(row);
+  private count(outcome: ClaimOutcome): void {
+    for (const row of outcome.sent) {
+      this.metrics.published();
+      this.options.onPublished?.(row);
     }
-    await Promise.all(chains.map(async (chain) => {
-      for (const row of chain) if (!(await publishOne(row))) return;
-    }));
-    if (failures.length > 0) this.logFailures(failures);
-    return { sent, failed };
+    for (let i = 0; i < outcome.failed.length; i++) this.metrics.publishFailed();
+    this.totals.published += outcome.sent.length;
+    this.totals.failed += outcome.failed.length;
+    if (outcome.sent.length > 0) this.lastPublishAt = new Date();
+    if (outcome.failed.length > 0) this.logFailures(outcome.failed);
   }
 
   private logFailures(failures: ReadonlyArray<{ row: OutboxRow; error: string }>): void {
@@ -267,25 +283,26 @@ export class OutboxRelay {
   private async runPublishing(): Promise<void> {
     let databaseFailures = 0;
     while (this.state === "running") {
-      // Wake-ups do not end this wait: a busy writer would otherwise hammer a broker that is down.
-      if (!this.broker.isOpen) {
-        await this.broker.whenOpen(this.stopRequested);
-        continue;
-      }
-      let round: RelayRound;
       try {
-        round = await this.runOnce();
+        // Wake-ups do not end this wait: a busy writer would otherwise hammer a broker that is down.
+        if (!this.broker.isOpen) {
+          await this.pipeline.settleAll();
+          await this.broker.whenOpen(this.stopRequested);
+          continue;
+        }
+        const sent = await this.pipeline.step();
         databaseFailures = 0;
+        // Something went out or is out: there may be more. Otherwise sleep until a wake-up or the next poll.
+        if (this.pipeline.busy || sent > 0 || !this.broker.isOpen) continue;
+        await this.work.wait(this.pollIntervalMs);
       } catch (error) {
+        await this.pipeline.settleAll().catch(() => undefined);
         databaseFailures++;
         this.logger.warn("outbox relay cannot claim rows; retrying", { relay: this.name, attempt: databaseFailures, error: describeError(error) });
         await sleep(this.databaseBackoff(databaseFailures), this.stopRequested);
-        continue;
       }
-      // Something went out: there may be more. Otherwise sleep until a wake-up or the next poll.
-      if (!this.broker.isOpen || round.sent > 0) continue;
-      await this.work.wait(this.pollIntervalMs);
     }
+    await this.pipeline.settleAll().catch(() => undefined);
     await this.drain();
   }
 

@@ -42,6 +42,19 @@ export interface OutboxClaim {
   settle(settlement: OutboxSettlement): Promise<void>;
 }
 
+export interface ClaimOptions {
+  limit: number;
+  relayId: string;
+  leaseMs: number;
+  /**
+   * Ordering keys of which this relay still holds an earlier claim that is being published, and
+   * the last row id it holds of each. Such a key's rows up to that id are the unbroken head of
+   * the key, held by this relay: the claim continues the key right after them instead of
+   * treating them as rows that block it.
+   */
+  holding?: ReadonlyMap<string, number>;
+}
+
 /** A live LISTEN (or equivalent) subscription. */
 export interface OutboxSubscription {
   close(): Promise<void>;
@@ -54,10 +67,15 @@ export interface OutboxRelayStore {
   readonly outboxSignal: OutboxSignal;
   /**
    * Claims up to `limit` due, unsent rows that no other relay holds. Rows of an ordering key
-   * are returned only as the unbroken head of that key's unsent rows. `relayId` and `leaseMs`
-   * matter where the claim is a lease.
+   * are returned only as the unbroken head of that key's unsent rows (after the rows of
+   * `holding`). `relayId` and `leaseMs` matter where the claim is a lease.
    */
-  claimOutbox(options: { limit: number; relayId: string; leaseMs: number }): Promise<OutboxClaim | null>;
+  claimOutbox(options: ClaimOptions): Promise<OutboxClaim | null>;
+  /**
+   * Whether a relay may take a claim (with `holding`) while its previous claim is still open,
+   * and mark the previous one meanwhile. Without it, a relay claims only after it settled.
+   */
+  readonly overlappingClaims?: boolean;
   /** Deletes up to `limit` rows sent before `sentBefore`; returns how many. */
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number>;
   /**

@@ -63,6 +63,14 @@ export class RelaySession {
     return this.broker.session !== undefined;
   }
 
+  /**
+   * Identifies the session in use (and its confirm channel): publishes made while it stays the
+   * same reach the broker in the order they were made.
+   */
+  get channelIdentity(): object | undefined {
+    return this.broker.session;
+  }
+
   /** The node of the session in use, `host:port`. */
   get node(): string | undefined {
     return this.broker.session?.node;
@@ -78,16 +86,15 @@ export class RelaySession {
    * within the timeout. Rejects when refused, returned (unroutable), unconfirmed in time, or
    * lost with the channel.
    */
-  async publish(row: OutboxRow): Promise<void> {
+  publish(row: OutboxRow): Promise<void> {
     const session = this.broker.session;
-    if (!session) throw new Error("no broker session");
+    if (!session) return Promise.reject(new Error("no broker session"));
     const started = performance.now();
-    try {
-      await session.publisher.publish(row.exchange, row.routingKey, row.body, publishOptions(row));
-    } catch (error) {
+    // Put on the channel before this returns: the relay's ordering relies on it.
+    return session.publisher.publish(row.exchange, row.routingKey, row.body, publishOptions(row)).catch((error: unknown) => {
       if (performance.now() - started >= this.options.publishTimeoutMs) session.lost("publisher confirm timed out");
       throw new Error(`${describeError(error)}${session.closeReason ? ` (${session.closeReason})` : ""}`, { cause: error });
-    }
+    });
   }
 
   /** No reconnect after this: a lost session stays lost until close(). */

@@ -1,5 +1,5 @@
 import { heldClaim } from "../../outbox/held-claim.js";
-import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
+import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
@@ -31,7 +31,7 @@ export class MysqlOutboxRelay {
    * Claims the rows in a transaction that stays open until the claim is settled: settling runs
    * the marks and commits it; nothing to send commits at once.
    */
-  async claim(limit: number): Promise<OutboxClaim | null> {
+  async claim(limit: number, holding?: ReadonlyMap<string, number>): Promise<OutboxClaim | null> {
     const n = Math.max(1, Math.trunc(limit));
     const claimed = deferred<OutboxRow[]>();
     const settled = deferred<OutboxSettlement | undefined>();
@@ -44,7 +44,7 @@ export class MysqlOutboxRelay {
         values: [],
       });
       const unordered = rows.map((r) => outboxRowOf(mysqlColumns, r));
-      claimed.resolve(claimRows(unordered, await this.claimOrdered(query, n), n));
+      claimed.resolve(claimRows(unordered, await this.claimOrdered(query, n, holding), n));
       const settlement = await settled.promise;
       if (settlement) await this.mark(query, settlement);
     });
@@ -88,7 +88,7 @@ export class MysqlOutboxRelay {
    * whoever holds them), locks those still unsent and due (`SKIP LOCKED`), and keeps each
    * key's unbroken head. Bounded by the batch, whatever the backlog behind the heads.
    */
-  private async claimOrdered(query: SqlQuery, limit: number): Promise<OutboxRow[]> {
+  private async claimOrdered(query: SqlQuery, limit: number, holding: ReadonlyMap<string, number> | undefined): Promise<OutboxRow[]> {
     const heads: KeyHead[] = [];
     for (const range of keyRanges(this.keyCursor)) {
       if (heads.length < limit) heads.push(...(await this.walkKeys(query, range, limit - heads.length)));
@@ -97,10 +97,10 @@ export class MysqlOutboxRelay {
     this.keyCursor = nextCursor(heads, this.keyCursor);
     const perKey = rowsPerKey(limit, heads.length);
     const unsent: Array<{ id: number; orderingKey: string }> = [];
-    for (const chunk of chunked(heads.map((h) => h.orderingKey))) {
+    for (const chunk of chunked(keyStarts(heads, holding))) {
       const found = await query({
-        text: chunk.map(() => `(SELECT id, ordering_key FROM ${this.table} WHERE ordering_key = ? AND sent_at IS NULL ORDER BY id LIMIT ${perKey})`).join(" UNION ALL "),
-        values: chunk.map(utf8),
+        text: chunk.map(() => `(SELECT id, ordering_key FROM ${this.table} FORCE INDEX (rabbit_inbox_outbox_ordering) WHERE ordering_key = ? AND sent_at IS NULL AND id >= ? ORDER BY id LIMIT ${perKey})`).join(" UNION ALL "),
+        values: chunk.flatMap((h) => [utf8(h.orderingKey), h.id]),
       });
       unsent.push(...found.rows.map((r) => ({ id: Number(r.id), orderingKey: textOf(r.ordering_key) })));
     }

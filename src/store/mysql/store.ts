@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type MysqlConnection, MysqlDriver, type MysqlIsolationLevel, type MysqlPool, SHORT_READ_COMMITTED } from "./driver.js";
@@ -115,9 +115,12 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
     return new MysqlInboxOperations(operationsDriversOn(this.driver), this.prefix);
   }
 
+  /** No: InnoDB keeps the locks a `SKIP LOCKED` scan of a secondary index took on the entries of rows it skipped, so the next claim would hold entries that the previous claim's mark must change, and the mark would wait for it. */
+  readonly overlappingClaims = false;
+
   /** Rows held FOR UPDATE SKIP LOCKED in an open transaction until settled (no lease: `relayId` and `leaseMs` are unused). */
-  claimOutbox(options: { limit: number }): Promise<OutboxClaim | null> {
-    return this.relay.claim(options.limit);
+  claimOutbox(options: Pick<ClaimOptions, "limit" | "holding">): Promise<OutboxClaim | null> {
+    return this.relay.claim(options.limit, options.holding);
   }
 
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {

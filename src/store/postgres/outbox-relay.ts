@@ -1,6 +1,6 @@
 import { InboxConfigError } from "../../core/errors.js";
 import { heldClaim } from "../../outbox/held-claim.js";
-import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
+import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
@@ -49,7 +49,7 @@ export class PostgresOutboxRelay<C extends PgClient> {
     return affected;
   }
 
-  async claim(limit: number): Promise<OutboxClaim | null> {
+  async claim(limit: number, holding?: ReadonlyMap<string, number>): Promise<OutboxClaim | null> {
     const { client, release } = await checkOut(this.pool);
     let open = false;
     let released = false;
@@ -79,7 +79,7 @@ export class PostgresOutboxRelay<C extends PgClient> {
       await client.query("BEGIN");
       open = true;
       const unordered = await client.query({ name: this.sql.unorderedName, text: this.sql.unordered, values: [limit] });
-      const ordered = await this.claimOrdered(client, limit);
+      const ordered = await this.claimOrdered(client, limit, holding);
       const rows = claimRows(unordered.rows.map(toRow), ordered, limit);
       return await heldClaim(rows, end);
     } catch (error) {
@@ -97,7 +97,7 @@ export class PostgresOutboxRelay<C extends PgClient> {
    * (`SKIP LOCKED`), and keeps each key's unbroken head. Bounded by the batch, whatever the
    * backlog behind the heads and whatever the table's statistics.
    */
-  private async claimOrdered(client: C, limit: number): Promise<OutboxRow[]> {
+  private async claimOrdered(client: C, limit: number, holding: ReadonlyMap<string, number> | undefined): Promise<OutboxRow[]> {
     const walk = async (range: KeyRange, n: number): Promise<KeyHead[]> => {
       const statement = "all" in range
         ? { name: this.sql.walkAllName, text: this.sql.walkAll, values: [n] }
@@ -113,8 +113,9 @@ export class PostgresOutboxRelay<C extends PgClient> {
     }
     if (heads.length === 0) return [];
     this.keyCursor = nextCursor(heads, this.keyCursor);
+    const starts = keyStarts(heads, holding);
     const unsent = (await client.query({
-      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [heads.map((h) => h.orderingKey), heads.map((h) => h.id), rowsPerKey(limit, heads.length)],
+      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [starts.map((h) => h.orderingKey), starts.map((h) => h.id), rowsPerKey(limit, heads.length)],
     })).rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) }));
     const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [unsent.map((r) => r.id)] });
     return sendableRows(locked.rows.map(toRow), unsent);

@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type PgClient, type PgPool, PostgresDriver } from "./driver.js";
@@ -72,8 +72,11 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
     return new PostgresInboxOperations(this.sql.driver, this.prefix);
   }
 
-  claimOutbox(options: { limit: number }): Promise<OutboxClaim | null> {
-    return this.relay.claim(options.limit);
+  /** Row locks live in the rows themselves: a claim skips the rows of the previous one and waits for nothing it holds. */
+  readonly overlappingClaims = true;
+
+  claimOutbox(options: Pick<ClaimOptions, "limit" | "holding">): Promise<OutboxClaim | null> {
+    return this.relay.claim(options.limit, options.holding);
   }
 
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {

@@ -1,5 +1,5 @@
 import { InboxConfigError } from "../../core/errors.js";
-import { type KeyHead, type KeyRange, claimRows, keyRanges, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
+import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
@@ -34,7 +34,7 @@ const SQL = {
   headAfterUpTo: head("AND ordering_key > @key AND ordering_key <= @upTo"),
   // The first unsent rows of a key, and whether each could go now (due, not leased elsewhere).
   keyRows: `SELECT ${COLUMNS}, ${READY} AS ready FROM ${T}
-    WHERE ordering_key = @key AND sent_at IS NULL
+    WHERE ordering_key = @key AND sent_at IS NULL AND id >= @from
     ORDER BY id
     LIMIT @n`,
   lease: `UPDATE ${T} SET claimed_by = @relayId, claimed_until = @until WHERE id = @id`,
@@ -69,11 +69,11 @@ export class SqliteOutboxRelay {
     return this.driver.transaction(async ({ query }) => (await run(query, SQL.cleanup, { before: sentBefore.getTime(), limit })).affected);
   }
 
-  async claim(limit: number, relayId: string, leaseMs: number): Promise<OutboxClaim | null> {
+  async claim(limit: number, relayId: string, leaseMs: number, holding?: ReadonlyMap<string, number>): Promise<OutboxClaim | null> {
     const claimed = await this.driver.transaction(async ({ query }) => {
       const now = Date.now();
       const unordered = (await run(query, SQL.unordered, { now, limit })).rows.map((r) => outboxRowOf(sqliteColumns, r));
-      const rows = claimRows(unordered, await this.claimOrdered(query, now, limit), limit);
+      const rows = claimRows(unordered, await this.claimOrdered(query, now, limit, holding), limit);
       if (rows.length === 0) return null;
       const until = now + leaseMs;
       for (const row of rows) await run(query, SQL.lease, { relayId, until, id: row.id });
@@ -98,7 +98,7 @@ export class SqliteOutboxRelay {
    * rows of each such key, and keeps each key's unbroken run of due, unleased rows. Bounded by
    * the batch, whatever the backlog behind the heads.
    */
-  private async claimOrdered(query: SqlQuery, now: number, limit: number): Promise<OutboxRow[]> {
+  private async claimOrdered(query: SqlQuery, now: number, limit: number, holding: ReadonlyMap<string, number> | undefined): Promise<OutboxRow[]> {
     const first = async (text: string, params: Record<string, unknown>) => (await run(query, text, params)).rows[0];
     const walk = async (range: KeyRange, n: number): Promise<KeyHead[]> => {
       const found: KeyHead[] = [];
@@ -107,7 +107,8 @@ export class SqliteOutboxRelay {
         : "after" in range ? await first(SQL.headAfter, { now, key: range.after })
           : await first(SQL.headFirstUpTo, { now, ...bound });
       while (next !== undefined && found.length < n) {
-        if (Number(next.due) === 1) found.push({ id: Number(next.id), orderingKey: String(next.ordering_key) });
+        // A head this relay leased in the claim it is still publishing: the key goes on after it.
+        if (Number(next.due) === 1 || holding?.has(String(next.ordering_key))) found.push({ id: Number(next.id), orderingKey: String(next.ordering_key) });
         next = "upTo" in range
           ? await first(SQL.headAfterUpTo, { now, key: next.ordering_key, ...bound })
           : await first(SQL.headAfter, { now, key: next.ordering_key });
@@ -123,8 +124,8 @@ export class SqliteOutboxRelay {
     const perKey = rowsPerKey(limit, heads.length);
     const unsent: Array<{ id: number; orderingKey: string }> = [];
     const ready: OutboxRow[] = [];
-    for (const h of heads) {
-      for (const r of (await run(query, SQL.keyRows, { now, key: h.orderingKey, n: perKey })).rows) {
+    for (const h of keyStarts(heads, holding)) {
+      for (const r of (await run(query, SQL.keyRows, { now, key: h.orderingKey, from: h.id, n: perKey })).rows) {
         const row = outboxRowOf(sqliteColumns, r);
         unsent.push({ id: row.id, orderingKey: h.orderingKey });
         if (Number(r.ready) === 1) ready.push(row);

@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type SqliteDatabase, SqliteDriver } from "./driver.js";
@@ -71,8 +71,11 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlS
     return new SqliteInboxOperations(this.driver);
   }
 
-  claimOutbox(options: { limit: number; relayId: string; leaseMs: number }): Promise<OutboxClaim | null> {
-    return this.relay.claim(options.limit, options.relayId, options.leaseMs);
+  /** Leases: the next claim skips the rows leased to the previous one, and each claim is its own short transaction. */
+  readonly overlappingClaims = true;
+
+  claimOutbox(options: ClaimOptions): Promise<OutboxClaim | null> {
+    return this.relay.claim(options.limit, options.relayId, options.leaseMs, options.holding);
   }
 
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {

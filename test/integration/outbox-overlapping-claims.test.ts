@@ -1,0 +1,93 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { OutboxClaim } from "../../src/outbox/outbox-store.js";
+import { type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, randomExchangeName } from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
+
+/**
+ * A relay takes its next claim while the previous one is still open (PostgreSQL's held
+ * transaction, SQLite's lease): with `holding` it continues each key right after the rows it
+ * holds; without it (another relay) the held rows block their keys. MySQL/MariaDB does not
+ * overlap claims (see the store), and says so.
+ */
+describe.each(TEST_DATABASES)("overlapping outbox claims on %s", (kind) => {
+  let db: OutboxTestDatabase;
+  let store: OutboxTestStore;
+  const open: OutboxClaim[] = [];
+
+  beforeEach(async () => {
+    db = await createOutboxDatabase(kind);
+    store = await db.open();
+    await store.migrate();
+  });
+
+  afterEach(async () => {
+    for (const claim of open.splice(0)) await claim.settle({ sent: [], failed: [] }).catch(() => undefined);
+    await store.close();
+    await db.remove();
+  });
+
+  /** Writes rows of keys a and b, interleaved; returns their ids in write order. */
+  async function write(): Promise<Record<string, number[]>> {
+    const exchange = randomExchangeName();
+    const ids: Record<string, number[]> = { a: [], b: [] };
+    await store.outbox.transaction(async (_tx, publish) => {
+      for (let i = 0; i < 6; i++) {
+        await publish(exchange, "", { a: i }, { orderingKey: "a" });
+        if (i < 3) await publish(exchange, "", { b: i }, { orderingKey: "b" });
+      }
+    });
+    const rows = await db.rows();
+    for (const r of rows) ids[r.ordering_key!]!.push(Number(r.id));
+    return ids;
+  }
+
+  async function claim(limit: number, relayId: string, holding?: ReadonlyMap<string, number>): Promise<OutboxClaim | null> {
+    const c = await store.claimOutbox({ limit, relayId, leaseMs: 30_000, ...(holding ? { holding } : {}) });
+    if (c) open.push(c);
+    return c;
+  }
+
+  const idsOf = (c: OutboxClaim | null) => (c?.rows ?? []).map((r) => r.id);
+
+  it(kind === "mysql" ? "does not offer overlapping claims" : "continues a key after the rows the relay holds; another relay's claim is blocked by them", async () => {
+    if (kind === "mysql") {
+      expect(store.overlappingClaims).toBe(false);
+      return;
+    }
+    expect(store.overlappingClaims).toBe(true);
+    const ids = await write();
+    const first = await claim(4, "relay-1");
+    // Two rows of each key (rows per key: 4 / 2 keys).
+    expect(idsOf(first)).toEqual([ids.a![0]!, ids.b![0]!, ids.a![1]!, ids.b![1]!].sort((x, y) => x - y));
+
+    // Another relay, without holding: the first claim's rows are ahead of every other row of a and b.
+    const other = await claim(10, "relay-2");
+    expect(idsOf(other)).toEqual([]);
+
+    // The same relay, holding the first claim's rows: each key goes on right after them.
+    const holding = new Map([["a", ids.a![1]!], ["b", ids.b![1]!]]);
+    const second = await claim(10, "relay-1", holding);
+    expect(idsOf(second)).toEqual([...ids.a!.slice(2), ids.b![2]!].sort((x, y) => x - y));
+
+    // Holding only part of the first claim's rows of a key (as after a row of another route): the rest blocks the key.
+    await second!.settle({ sent: [], failed: [] });
+    open.splice(open.indexOf(second!), 1);
+    const partial = await claim(10, "relay-1", new Map([["a", ids.a![0]!]]));
+    expect(idsOf(partial).filter((id) => ids.a!.includes(id))).toEqual([]);
+  });
+
+  it.skipIf(kind === "mysql")("marks the first claim while the second is open, and the second's rows stay held until it settles", async () => {
+    const ids = await write();
+    const first = (await claim(4, "relay-1"))!;
+    const second = (await claim(10, "relay-1", new Map([["a", ids.a![1]!], ["b", ids.b![1]!]])))!;
+    await first.settle({ sent: first.rows.map((r) => r.id), failed: [] });
+    open.splice(open.indexOf(first), 1);
+    const rows = await db.rows();
+    expect(rows.filter((r) => r.sent).map((r) => Number(r.id))).toEqual(first.rows.map((r) => r.id));
+    // A claim now (another relay) finds the second claim's rows still held.
+    expect(idsOf(await claim(10, "relay-2"))).toEqual([]);
+    await second.settle({ sent: second.rows.map((r) => r.id), failed: [] });
+    open.splice(open.indexOf(second), 1);
+    expect((await db.rows()).filter((r) => !r.sent).map((r) => Number(r.id))).toEqual([]);
+  });
+});
