@@ -50,8 +50,9 @@ const PAGE = 200;
  * A run killed between an entry's commit and its broker confirm leaves an audit record with
  * neither `published_at` nor `failure`: the next run over the same filter finishes those first,
  * under that record, once they are `resumeAfterMs` old (a younger one may be another live
- * run's). That republish may copy a message the broker already had; the consumer takes the copy
- * as a duplicate (the inbox dedups by event id, a grant is spent once).
+ * run's): one the inbox already applied is only marked confirmed; the others are sent again,
+ * which may copy a message the broker already had and no consumer took yet; the consumer takes
+ * that copy as a duplicate (the inbox dedups by event id, a grant is spent once).
  */
 export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPublish, options: BulkReplayOptions): Promise<BulkResult> {
   checkBulkOptions("replay", options);
@@ -115,6 +116,12 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
       result.resumed++;
       return;
     }
+    // The consumer may have applied the earlier run's copy already: then it is not sent again.
+    if (await alreadyApplied(admin, entry)) {
+      await admin.confirmReplay(audit.id);
+      result.resumed++;
+      return;
+    }
     await pacer.next();
     if (stop()) return;
     if (await publishOrPutBack(entry, audit)) result.resumed++;
@@ -150,6 +157,17 @@ export async function bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPubli
     if (await publishOrPutBack(entry, audit)) result.done++;
   }), databaseFailed);
   return result;
+}
+
+/**
+ * True when the inbox holds this very version of the entry's event: a replay whose confirm was
+ * never recorded reached the broker and the consumer applied it. An entry without a key (a body
+ * that was not a valid event) cannot be told apart and is sent again.
+ */
+async function alreadyApplied(admin: QuarantineAdmin, entry: QuarantineDetail): Promise<boolean> {
+  if (entry.tenant === null || entry.eventId === null || entry.fingerprint === null) return false;
+  const stored = await admin.storedVersion(entry.handler, { tenant: entry.tenant, eventId: entry.eventId });
+  return stored?.fingerprint === entry.fingerprint;
 }
 
 /** Why a bulk replay leaves an entry alone, or null when it replays it. */

@@ -271,6 +271,24 @@ describe.each(TEST_DATABASES)("bulk quarantine operations on %s", (kind) => {
     expect((await f.effects()).get("c-1")).toBe(2); // the first version, then the accepted one: once
     expect(await drainQueue(queue)).toEqual([]);
   });
+  it("killed before its confirm was recorded, but the consumer already applied the copy: the next run marks it confirmed and publishes nothing", async () => {
+    const f = await retentionFixture(kind);
+    const queue = await freshQueue();
+    const { byEvent } = await quarantined(f, queue);
+    const entry = byEvent("m-4");
+    const audit = await f.ops.beginResolution(entry.id, { action: "replay", actor: "ops-hal", reason: "killed after the publish" });
+    await publisher.publish(replayMessage(entry, audit));
+    expect(await consume(f, queue)).toEqual({ eventIds: ["m-4"], outcomes: ["applied"] });
+
+    const run = await bulkReplay(f.ops, publisher.publish, { filter: { tenant: "t2" }, actor: "ops-hal", reason: "again", resumeAfterMs: 0 });
+    expect(run).toMatchObject({ resumed: 1, selected: 1, done: 1, failed: [] });
+    expect(await f.ops.quarantineAudit(entry.id)).toEqual([expect.objectContaining({ id: audit.id, failure: null, publishedAt: expect.any(Date) as Date })]);
+    // Only m-5, the entry still held, went out: no second copy of m-4.
+    const consumed = await consume(f, queue);
+    expect(consumed).toEqual({ eventIds: ["m-5"], outcomes: ["applied"] });
+    expect((await f.effects()).get("m-4")).toBe(1);
+  });
+
   it("failed republishes put entries back to held with the failure audited, and stop the run; an aborted run stops after the entries in hand", async () => {
     const f = await retentionFixture(kind);
     const queue = await freshQueue();
