@@ -26,6 +26,14 @@ export interface OutboxRelayOptions {
    * round trips, and its rows are published without waiting for one another's confirms.
    */
   batchSize?: number;
+  /**
+   * Default true: rows of one ordering key (and one exchange and routing key) follow each other
+   * on the wire before their confirms. A nack of one of them (a broker error, or a queue at its
+   * `x-overflow: reject-publish` limit) can then let the rows behind it reach the queue before
+   * its re-send. False sends a key's next row only after the previous one was confirmed: no such
+   * window, at the cost of one confirm round trip per row of a key.
+   */
+  pipelineKeys?: boolean;
   /** Publisher-confirm timeout of each publish, in ms. Default 10 000. */
   publishTimeoutMs?: number;
   /** Poll for due rows when no wake-up comes, in ms. Default 1000. */

@@ -220,7 +220,7 @@ export class OutboxRelay {
       // Not attempted (stays due, no attempt counted): the session is gone or changed, or the lease could end mid-publish.
       if (!sameChannel || !this.broker.isOpen || Date.now() + this.publishTimeoutMs >= claim.expiresAt) return undefined;
       return publishRowInSpan(row, (traced) => this.broker.publish(traced));
-    }, out?.lastPublished);
+    }, out?.lastPublished, this.options.pipelineKeys ?? true);
   }
 
   /**

@@ -46,7 +46,11 @@ export class PublishedClaim {
    * `channel` identifies the channel the rows go out on; `before`: per key, the last row put on
    * the wire by the claims still out (on that same channel), which this claim's rows follow.
    */
-  constructor(readonly claim: OutboxClaim, readonly channel: unknown, start: StartPublish, before: ReadonlyMap<string, LastPublished> | undefined) {
+  constructor(
+    readonly claim: OutboxClaim, readonly channel: unknown, start: StartPublish, before: ReadonlyMap<string, LastPublished> | undefined,
+    /** False: a key's row follows the previous one only after its confirm (one row of a key on the wire at a time). */
+    pipelineKeys = true,
+  ) {
     const stopped = new Set<string>();
     this.confirms = claim.rows.map((row) => {
       const key = row.orderingKey;
@@ -54,7 +58,8 @@ export class PublishedClaim {
       // A key that stopped publishes nothing more in this claim: its later rows must not overtake.
       if (stopped.has(key)) return undefined;
       const last = this.lastPublished.get(key) ?? before?.get(key);
-      const { confirm, threw } = last && (last.exchange !== row.exchange || last.routingKey !== row.routingKey) ? { confirm: undefined, threw: false } : attempt(start, row);
+      const waits = last !== undefined && (!pipelineKeys || last.exchange !== row.exchange || last.routingKey !== row.routingKey);
+      const { confirm, threw } = waits ? { confirm: undefined, threw: false } : attempt(start, row);
       // Not on the wire (not attempted, or the publish threw before sending): the key's later rows wait.
       if (confirm === undefined || threw) stopped.add(key);
       if (confirm === undefined) return undefined;
