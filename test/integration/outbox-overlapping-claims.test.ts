@@ -76,7 +76,12 @@ describe.each(TEST_DATABASES)("overlapping outbox claims on %s", (kind) => {
     expect(idsOf(partial).filter((id) => ids.a!.includes(id))).toEqual([]);
   });
 
-  it.skipIf(kind === "mysql")("marks the first claim while the second is open, and the second's rows stay held until it settles", async () => {
+  it("marks the first claim while the second is open, and the second's rows stay held until it settles (MySQL: never overlaps)", async () => {
+    if (kind === "mysql") {
+      // The relay takes no second claim there: what this test would do cannot happen.
+      expect(store.overlappingClaims).toBe(false);
+      return;
+    }
     const ids = await write();
     const first = (await claim(4, "relay-1"))!;
     const second = (await claim(10, "relay-1", new Map([["a", ids.a![1]!], ["b", ids.b![1]!]])))!;
