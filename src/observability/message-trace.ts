@@ -10,7 +10,8 @@ import { ATTR, activeContext, extractContext, failSpan, inSpan, markError, spanM
  * one span, a child of its first message's span and linked to the others'.
  */
 interface MessageTrace {
-  span: Span;
+  /** None for a message whose producer's trace was sampled out: its context carries that on. */
+  span: Span | undefined;
   context: Context;
 }
 
@@ -30,6 +31,15 @@ export function startProcessSpan(message: IncomingMessage, facts: DeliveryFacts)
   const otel = tracingApi();
   if (!otel) return;
   const parent = extractContext(message.delivery.headers);
+  const upstream = otel.trace.getSpanContext(parent);
+  if (upstream?.isRemote && (upstream.traceFlags & otel.TraceFlags.SAMPLED) === 0) {
+    // The producer sampled this trace out: no span would be recorded under a parent-based
+    // sampler (the default), so none is made, and the producer's context alone carries the
+    // decision on to what the handler publishes. Most messages of a head-sampled system take
+    // this path, and it costs a header parse instead of a span.
+    traces.set(message, { span: undefined, context: parent });
+    return;
+  }
   const span = tracer().startSpan(`process ${facts.queue}`, {
     kind: otel.SpanKind.CONSUMER,
     attributes: {
@@ -54,6 +64,7 @@ export function endProcessSpans(messages: readonly IncomingMessage[], outcomes: 
     const t = traces.get(message);
     if (!t) return;
     traces.delete(message);
+    if (!t.span) return;
     const outcome = outcomes[i];
     if (outcome) recordOutcome(t.span, outcome);
     t.span.end();
@@ -66,6 +77,7 @@ export function failProcessSpans(messages: readonly IncomingMessage[], error: un
     const t = traces.get(message);
     if (!t) continue;
     traces.delete(message);
+    if (!t.span) continue;
     failSpan(t.span, error, "the pipeline rejected the batch; delivery given back unsettled");
     t.span.end();
   }
@@ -100,7 +112,10 @@ function recordOutcome(span: Span, outcome: Outcome): void {
  * process span and linked to the other messages' spans. Untraced batches run as they are.
  */
 export function traceTransaction<T>(handler: string, messages: readonly IncomingMessage[], attempt: number, work: () => Promise<T>): Promise<T> {
-  const traced = messages.flatMap((m) => traces.get(m) ?? []);
+  const traced = messages.flatMap((m) => {
+    const t = traces.get(m);
+    return t?.span ? [{ span: t.span, context: t.context }] : [];
+  });
   const otel = tracingApi();
   if (traced.length === 0 || !otel) return work();
   const [first, ...others] = traced;
@@ -124,5 +139,6 @@ export function handlerContextFor(message: IncomingMessage): Context | undefined
   const otel = tracingApi();
   if (!own || !otel) return undefined;
   const active = activeContext();
+  if (!own.span) return own.context;
   return otel.trace.getSpanContext(active)?.traceId === own.span.spanContext().traceId ? active : own.context;
 }

@@ -106,6 +106,28 @@ describe("consume spans", () => {
     expect(parseTraceparent(outboxHeaders(store)!.traceparent).traceId).toBe(process.spanContext().traceId);
   });
 
+  it("makes no span for a message whose producer sampled its trace out, and its outbox row carries that decision on", async () => {
+    const store = storeWithOutbox();
+    const { consumer } = env.build({ handler: publishingHandler(), store });
+    await consumer.start();
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const spanId = "00f067aa0ba902b7";
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: `00-${traceId}-${spanId}-00` } });
+    broker.publishJson("work", event("e-2"));
+    await until(() => consumer.outcomeCounts.applied === 2, "applied");
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "the traced message's span ended");
+    await consumer.stop();
+
+    // Only e-2 (no traceparent: a new, sampled trace) has spans.
+    const processes = sdk.spans().filter((s) => s.name === "process work");
+    expect(processes).toHaveLength(1);
+    expect(processes[0]!.attributes["rabbit_inbox.event_id"]).toBe("e-2");
+    expect(sdk.spans().every((s) => s.spanContext().traceId !== traceId)).toBe(true);
+    // e-1's row: the producer's trace and span, still marked not sampled.
+    expect(outboxHeaders(store, 0)!.traceparent).toBe(`00-${traceId}-${spanId}-00`);
+    expect(parseTraceparent(outboxHeaders(store, 1)!.traceparent).traceId).toBe(processes[0]!.spanContext().traceId);
+  });
+
   it("gives each event of a handleBatch call its own trace in its outbox row; the transaction links the other messages", async () => {
     const store = storeWithOutbox();
     const handler: InboxHandler<TestEvent, MemoryHandle> = {
