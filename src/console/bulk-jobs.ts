@@ -27,7 +27,7 @@ export class BulkJobs {
   start(action: BulkJob["action"], actor: string, run: (signal: AbortSignal, onProgress: (p: BulkProgressCounts) => void) => Promise<BulkOutcome>): BulkJob {
     const controller = new AbortController();
     const job: BulkJob = {
-      id: randomBytes(9).toString("base64url"), action, actor, startedAt: new Date(), progress: { selected: 0, done: 0, skipped: 0, failed: 0 },
+      id: randomBytes(9).toString("base64url"), action, actor, startedAt: new Date(), progress: { selected: 0, done: 0, skipped: 0, failed: 0, resumed: 0 },
       result: null, error: null, finishedAt: null, cancel: () => controller.abort(),
     };
     this.jobs.set(job.id, job);
@@ -35,7 +35,7 @@ export class BulkJobs {
     const done = run(controller.signal, (p) => { job.progress = p; })
       .then((result) => {
         job.result = result;
-        job.progress = { selected: result.selected, done: result.done, skipped: result.skipped.length, failed: result.failed.length };
+        job.progress = { selected: result.selected, done: result.done, skipped: result.skipped.length, failed: result.failed.length, resumed: result.resumed };
       })
       .catch((error: unknown) => { job.error = redactSecrets(describeError(error)); })
       .finally(() => {

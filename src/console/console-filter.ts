@@ -1,24 +1,13 @@
-import type { QuarantineStatus } from "../quarantine/quarantine-admin.js";
+import type { QuarantineFilter, QuarantineStatus } from "../quarantine/quarantine-admin.js";
 
-/** What the console selects quarantine entries by: the list, the groups and the bulk actions share it. */
-export interface ConsoleFilter {
+/**
+ * What the console selects quarantine entries by: the list, the groups and the bulk actions
+ * share it. The library's filter, with the status and the page size always set.
+ */
+export type ConsoleFilter = Omit<QuarantineFilter, "status" | "limit" | "pendingReplay"> & {
   status: QuarantineStatus | "all";
-  handler?: string;
-  reason?: string;
-  tenant?: string;
-  /** First quarantined at or after this time. */
-  since?: Date;
-  /** First quarantined before this time. */
-  until?: Date;
-  fingerprint?: string;
-  /** A group's key, as the group list gives it. */
-  group?: string;
-  /** Text the entry's detail (the exception message) contains. */
-  text?: string;
-  /** Keyset paging: entries with a larger id than this. */
-  afterId?: number;
   limit: number;
-}
+};
 
 /** A request the console cannot serve as asked; the message says what to fix. */
 export class ConsoleRequestError extends Error {

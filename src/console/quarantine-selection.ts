@@ -1,18 +1,13 @@
-import type { QuarantineAdmin, QuarantineDetail, QuarantineStatus } from "../quarantine/quarantine-admin.js";
+import type { QuarantineAdmin, QuarantineDetail } from "../quarantine/quarantine-admin.js";
+import type { BulkProgress, BulkResult } from "../quarantine/bulk-operation.js";
+import type { QuarantineGroup } from "../quarantine/quarantine-groups.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import type { ConsoleFilter } from "./console-filter.js";
 
-/** Entries grouped by handler, reason and a normalised cause. */
-export interface ConsoleGroup {
-  key: string;
-  handler: string;
-  reason: string;
-  cause: string;
-  status: QuarantineStatus;
-  entries: number;
-  firstSeen: Date;
-  lastSeen: Date;
-}
+/** The library's groups, outcome and progress, as the console shows them. */
+export type ConsoleGroup = QuarantineGroup;
+export type BulkOutcome = BulkResult;
+export type BulkProgressCounts = BulkProgress;
 
 export interface BulkRequest {
   filter: ConsoleFilter;
@@ -26,26 +21,6 @@ export interface BulkRequest {
   /** Stops the run between two entries (what was done stays done, and audited). */
   signal?: AbortSignal;
   onProgress?: (progress: BulkProgressCounts) => void;
-}
-
-export interface BulkProgressCounts {
-  selected: number;
-  done: number;
-  skipped: number;
-  failed: number;
-}
-
-export interface BulkOutcome {
-  dryRun: boolean;
-  selected: number;
-  byReason: Record<string, number>;
-  done: number;
-  skipped: Array<{ id: number; why: string }>;
-  failed: Array<{ id: number; error: string }>;
-  /** Replays an interrupted earlier run had committed and this one finished. */
-  resumed?: number;
-  /** Why the run ended before the end of its selection (cancelled, failures in a row); null when it did not. */
-  stopped?: string | null;
 }
 
 /**
