@@ -1,32 +1,17 @@
 import type { ConflictDiff } from "../quarantine/conflict-diff.js";
-import { decodePayload } from "../quarantine/payload-diff.js";
 import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
+import { entryFullJson as fullJson, entrySummaryJson } from "../quarantine/quarantine-json.js";
 import type { FailingOutboxRow, OutboxBacklog } from "../store/operations.js";
 import type { BulkOutcome, ConsoleGroup } from "./quarantine-selection.js";
 
 /** The API's JSON: snake_case like the `--json` output of the `rabbit-inbox` command. */
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
 
-export function entrySummaryJson(e: QuarantineDetail) {
-  return {
-    id: e.id, handler: e.handler, tenant: e.tenant, event_id: e.eventId, reason: e.reason, status: e.status,
-    occurrences: e.occurrences, first_seen: iso(e.firstSeen), last_seen: iso(e.lastSeen), event_time: iso(e.eventTime),
-    queue: e.queue, detail: e.detail,
-  };
-}
+export { entrySummaryJson };
 
+/** An entry with everything, and its audit trail. */
 export function entryFullJson(e: QuarantineDetail, audit: AuditRecord[]) {
-  const payload = decodePayload(e.body);
-  let properties: unknown = e.properties;
-  try {
-    properties = JSON.parse(e.properties);
-  } catch {
-    // keep the text
-  }
-  return {
-    ...entrySummaryJson(e), fingerprint: e.fingerprint, stored_fingerprint: e.storedFingerprint, body_truncated: e.bodyTruncated,
-    body: payload.json ? payload.value : payload.text, properties, audit: audit.map(auditJson),
-  };
+  return { ...fullJson(e), audit: audit.map(auditJson) };
 }
 
 export function auditJson(a: AuditRecord) {

@@ -1,7 +1,8 @@
 import { Command, Option } from "commander";
 import { diffConflict } from "../../quarantine/conflict-diff.js";
 import { decodePayload } from "../../quarantine/payload-diff.js";
-import type { QuarantineDetail, QuarantineStatus } from "../../quarantine/quarantine-admin.js";
+import { entryFullJson, entrySummaryJson } from "../../quarantine/quarantine-json.js";
+import type { QuarantineStatus } from "../../quarantine/quarantine-admin.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
@@ -14,28 +15,6 @@ import { addGroupsCommand } from "./quarantine-groups.js";
 const STATUSES = ["held", "replayed", "discarded", "all"] as const;
 
 interface Common { databaseUrl?: string; json?: boolean }
-
-function entrySummaryJson(e: QuarantineDetail) {
-  return {
-    id: e.id, handler: e.handler, tenant: e.tenant, event_id: e.eventId, reason: e.reason, status: e.status,
-    occurrences: e.occurrences, first_seen: iso(e.firstSeen), last_seen: iso(e.lastSeen), event_time: iso(e.eventTime),
-    queue: e.queue, detail: e.detail,
-  };
-}
-
-function entryFullJson(e: QuarantineDetail) {
-  const payload = decodePayload(e.body);
-  let properties: unknown = e.properties;
-  try {
-    properties = JSON.parse(e.properties);
-  } catch {
-    // keep the text
-  }
-  return {
-    ...entrySummaryJson(e), fingerprint: e.fingerprint, stored_fingerprint: e.storedFingerprint, body_truncated: e.bodyTruncated,
-    body: payload.json ? payload.value : payload.text, properties,
-  };
-}
 
 export function quarantineCommand(): Command {
   const group = new Command("quarantine").description("list, inspect, compare, replay and discard quarantined messages");

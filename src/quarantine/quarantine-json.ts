@@ -1,0 +1,31 @@
+import { decodePayload } from "./payload-diff.js";
+import type { QuarantineDetail } from "./quarantine-admin.js";
+
+/**
+ * A quarantine entry as JSON, snake_case: one shape for the `rabbit-inbox quarantine ... --json`
+ * output and the console's API, so a script reads both alike.
+ */
+const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
+
+export function entrySummaryJson(e: QuarantineDetail) {
+  return {
+    id: e.id, handler: e.handler, tenant: e.tenant, event_id: e.eventId, reason: e.reason, status: e.status,
+    occurrences: e.occurrences, first_seen: iso(e.firstSeen), last_seen: iso(e.lastSeen), event_time: iso(e.eventTime),
+    queue: e.queue, detail: e.detail,
+  };
+}
+
+/** The summary with the fingerprints, the body (decoded JSON, or the text) and the AMQP properties. */
+export function entryFullJson(e: QuarantineDetail) {
+  const payload = decodePayload(e.body);
+  let properties: unknown = e.properties;
+  try {
+    properties = JSON.parse(e.properties);
+  } catch {
+    // keep the text
+  }
+  return {
+    ...entrySummaryJson(e), fingerprint: e.fingerprint, stored_fingerprint: e.storedFingerprint, body_truncated: e.bodyTruncated,
+    body: payload.json ? payload.value : payload.text, properties,
+  };
+}
