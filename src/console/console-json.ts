@@ -1,6 +1,5 @@
-import type { ConflictDiff } from "../quarantine/conflict-diff.js";
 import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
-import { entryFullJson as fullJson, entrySummaryJson } from "../quarantine/quarantine-json.js";
+import { diffJson, entryFullJson as fullJson, entrySummaryJson } from "../quarantine/quarantine-json.js";
 import type { FailingOutboxRow, OutboxBacklog } from "../store/operations.js";
 import type { BulkOutcome, ConsoleGroup } from "./quarantine-selection.js";
 
@@ -21,18 +20,7 @@ export function auditJson(a: AuditRecord) {
   };
 }
 
-export function diffJson(diff: ConflictDiff) {
-  const value = (p: ConflictDiff["incoming"]["payload"]) => (p === null ? null : p.json ? p.value : p.text);
-  return {
-    id: diff.entry.id, handler: diff.entry.handler, tenant: diff.entry.tenant, event_id: diff.entry.eventId,
-    stored: {
-      fingerprint: diff.stored.fingerprint, first_seen: iso(diff.stored.firstSeen), payload: value(diff.stored.payload),
-      source: diff.stored.source, replaced_since: diff.stored.replacedSince, note: diff.stored.note,
-    },
-    new: { fingerprint: diff.incoming.fingerprint, payload: value(diff.incoming.payload), truncated: diff.incoming.truncated },
-    changes: diff.changes,
-  };
-}
+export { diffJson };
 
 export function groupJson(g: ConsoleGroup) {
   return { key: g.key, handler: g.handler, reason: g.reason, cause: g.cause, status: g.status, entries: g.entries, first_seen: iso(g.firstSeen), last_seen: iso(g.lastSeen) };

@@ -1,3 +1,4 @@
+import type { ConflictDiff } from "./conflict-diff.js";
 import { decodePayload } from "./payload-diff.js";
 import type { QuarantineDetail } from "./quarantine-admin.js";
 
@@ -27,5 +28,19 @@ export function entryFullJson(e: QuarantineDetail) {
   return {
     ...entrySummaryJson(e), fingerprint: e.fingerprint, stored_fingerprint: e.storedFingerprint, body_truncated: e.bodyTruncated,
     body: payload.json ? payload.value : payload.text, properties,
+  };
+}
+
+/** A conflict's two versions side by side, and the paths that changed. */
+export function diffJson(diff: ConflictDiff) {
+  const value = (p: ConflictDiff["incoming"]["payload"]) => (p === null ? null : p.json ? p.value : p.text);
+  return {
+    id: diff.entry.id, handler: diff.entry.handler, tenant: diff.entry.tenant, event_id: diff.entry.eventId,
+    stored: {
+      fingerprint: diff.stored.fingerprint, first_seen: iso(diff.stored.firstSeen), payload: value(diff.stored.payload),
+      source: diff.stored.source, replaced_since: diff.stored.replacedSince, note: diff.stored.note,
+    },
+    new: { fingerprint: diff.incoming.fingerprint, payload: value(diff.incoming.payload), truncated: diff.incoming.truncated },
+    changes: diff.changes,
   };
 }

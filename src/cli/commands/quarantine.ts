@@ -1,7 +1,7 @@
 import { Command, Option } from "commander";
 import { diffConflict } from "../../quarantine/conflict-diff.js";
 import { decodePayload } from "../../quarantine/payload-diff.js";
-import { entryFullJson, entrySummaryJson } from "../../quarantine/quarantine-json.js";
+import { diffJson, entryFullJson, entrySummaryJson } from "../../quarantine/quarantine-json.js";
 import type { QuarantineStatus } from "../../quarantine/quarantine-admin.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
@@ -75,18 +75,7 @@ export function quarantineCommand(): Command {
       const id = parseId(idText);
       await withCurrentSchema(options.databaseUrl, async (db) => {
         const diff = await diffConflict(db.operations, id);
-        const value = (p: typeof diff.incoming.payload) => (p === null ? null : p.json ? p.value : p.text);
-        if (options.json) {
-          return printJson({
-            id: diff.entry.id, handler: diff.entry.handler, tenant: diff.entry.tenant, event_id: diff.entry.eventId,
-            stored: {
-              fingerprint: diff.stored.fingerprint, first_seen: iso(diff.stored.firstSeen), payload: value(diff.stored.payload),
-              source: diff.stored.source, replaced_since: diff.stored.replacedSince, note: diff.stored.note,
-            },
-            new: { fingerprint: diff.incoming.fingerprint, payload: value(diff.incoming.payload), truncated: diff.incoming.truncated },
-            changes: diff.changes,
-          });
-        }
+        if (options.json) return printJson(diffJson(diff));
         printLine(`conflict #${diff.entry.id}: event ${diff.entry.eventId} of tenant ${diff.entry.tenant} (handler ${diff.entry.handler})`);
         printLine(`stored: ${diff.stored.fingerprint}${diff.stored.firstSeen ? `, first seen ${iso(diff.stored.firstSeen)}` : ", dedup record purged"}${diff.stored.source ? `, payload from ${diff.stored.source}` : ""}`);
         printLine(`new:    ${diff.incoming.fingerprint}${diff.incoming.truncated ? " (body truncated)" : ""}`);
