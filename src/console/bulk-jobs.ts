@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describeError } from "../core/errors.js";
 import { redactSecrets } from "../core/redact-secrets.js";
-import type { BulkOutcome, BulkProgressCounts } from "./quarantine-selection.js";
+import type { BulkProgress, BulkResult } from "../quarantine/bulk-operation.js";
 
 /** A bulk action running in the background, so that a page can show its progress instead of waiting on one long request. */
 export interface BulkJob {
@@ -9,9 +9,9 @@ export interface BulkJob {
   action: "replay" | "discard";
   actor: string;
   startedAt: Date;
-  progress: BulkProgressCounts;
+  progress: BulkProgress;
   /** Set when the run ended. */
-  result: BulkOutcome | null;
+  result: BulkResult | null;
   error: string | null;
   finishedAt: Date | null;
   cancel(): void;
@@ -24,7 +24,7 @@ export class BulkJobs {
   private readonly jobs = new Map<string, BulkJob>();
   private readonly running = new Set<Promise<unknown>>();
 
-  start(action: BulkJob["action"], actor: string, run: (signal: AbortSignal, onProgress: (p: BulkProgressCounts) => void) => Promise<BulkOutcome>): BulkJob {
+  start(action: BulkJob["action"], actor: string, run: (signal: AbortSignal, onProgress: (p: BulkProgress) => void) => Promise<BulkResult>): BulkJob {
     const controller = new AbortController();
     const job: BulkJob = {
       id: randomBytes(9).toString("base64url"), action, actor, startedAt: new Date(), progress: { selected: 0, done: 0, skipped: 0, failed: 0, resumed: 0 },

@@ -4,7 +4,8 @@ import { replayQuarantineEntry } from "../quarantine/replay.js";
 import type { DedupSummary, PurgeHorizon, QuarantineHold } from "../retention/retention-store.js";
 import type { ConsoleContext } from "./console-context.js";
 import { ConsoleRequestError, parseFilter } from "./console-filter.js";
-import type { BulkOutcome, BulkRequest } from "./quarantine-selection.js";
+import type { BulkResult } from "../quarantine/bulk-operation.js";
+import { type BulkRequest, discardBulk, replayBulk } from "./quarantine-selection.js";
 
 /** What an operator's action is made of, from a form or a JSON body. */
 type Fields = Record<string, unknown>;
@@ -41,12 +42,12 @@ export async function discardOne(ctx: ConsoleContext, id: number, actor: string,
  * `expected`, the count the operator confirmed after a dry run: when the selection changed in
  * between, nothing is done and the new count is reported instead.
  */
-export async function runBulk(ctx: ConsoleContext, action: "replay" | "discard", actor: string, fields: Fields): Promise<BulkOutcome> {
+export async function runBulk(ctx: ConsoleContext, action: "replay" | "discard", actor: string, fields: Fields): Promise<BulkResult> {
   return (await prepareBulk(ctx, action, actor, fields))({});
 }
 
 /** What a prepared bulk run can be given: a signal that cancels it, a callback for its progress. */
-export type BulkRun = (extras: Pick<BulkRequest, "signal" | "onProgress">) => Promise<BulkOutcome>;
+export type BulkRun = (extras: Pick<BulkRequest, "signal" | "onProgress">) => Promise<BulkResult>;
 
 /**
  * Checks a bulk request (its fields, and for a real run that the selection still holds the
@@ -69,14 +70,14 @@ export async function prepareBulk(ctx: ConsoleContext, action: "replay" | "disca
   if (!dryRun) {
     const expected = positiveOrUndefined(fields.expected, "expected");
     if (expected === undefined) throw new ConsoleRequestError("a bulk action needs expected: the count its dry run showed");
-    const preview = await (action === "replay" ? ctx.selection.bulkReplay(operations, () => Promise.resolve(), { ...request, dryRun: true }) : ctx.selection.bulkDiscard(operations, { ...request, dryRun: true }));
+    const preview = await (action === "replay" ? replayBulk(operations, () => Promise.resolve(), { ...request, dryRun: true }) : discardBulk(operations, { ...request, dryRun: true }));
     if (preview.selected !== expected) {
       throw new ConsoleRequestError(`the selection changed since the dry run: it now holds ${preview.selected} entries, not ${expected}; look again and confirm the new count`, 409);
     }
   }
-  if (action === "discard") return (extras) => ctx.selection.bulkDiscard(operations, { ...request, ...extras });
+  if (action === "discard") return (extras) => discardBulk(operations, { ...request, ...extras });
   const publish = dryRun ? () => Promise.resolve() : await ctx.publish();
-  return (extras) => ctx.selection.bulkReplay(operations, publish, { ...request, ...extras });
+  return (extras) => replayBulk(operations, publish, { ...request, ...extras });
 }
 
 export interface RetentionPanel {

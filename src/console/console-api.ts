@@ -1,3 +1,4 @@
+import { groupsOf } from "./quarantine-selection.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { diffConflict } from "../quarantine/conflict-diff.js";
 import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
@@ -65,7 +66,7 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
   const filterOf = () => parseFilter((name) => query.get(name) ?? undefined);
   if (path === "/quarantine") {
     const filter = filterOf();
-    const entries = await ctx.selection.list(operations, filter);
+    const entries = await operations.listQuarantineEntries(filter);
     return { entries: entries.map(entrySummaryJson), next_after: entries.length === filter.limit ? entries.at(-1)!.id : null };
   }
   let id: number | null;
@@ -79,7 +80,7 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
     return diffJson(await diffConflict(operations, id));
   }
   if (/^\/jobs\/[\w-]+$/.test(path)) return jobJson(jobOf(ctx, path.split("/")[2]!));
-  if (path === "/groups") return { groups: (await ctx.selection.groups(operations, filterOf())).map(groupJson) };
+  if (path === "/groups") return { groups: (await groupsOf(operations, filterOf())).map(groupJson) };
   if (path === "/audit") {
     const limit = Math.min(Number(query.get("limit") ?? 100) || 100, 500);
     const before = Number(query.get("before") ?? "");

@@ -7,8 +7,6 @@ import { openStore } from "../store/open-store.js";
 import { ConsoleRequestError } from "./console-filter.js";
 import { BulkJobs } from "./bulk-jobs.js";
 import { ConsoleSessions } from "./console-sessions.js";
-import { librarySelection } from "./library-selection.js";
-import type { QuarantineSelection } from "./quarantine-selection.js";
 
 export interface ConsoleOptions {
   /** A store with operations (PostgresStore, MysqlStore, SqliteStore): the console uses it and does not close it. */
@@ -34,11 +32,10 @@ export interface ConsoleOptions {
   logger?: Logger;
 }
 
-/** What every route needs: the database, the publisher, the sessions and the selection. */
+/** What every route needs: the database, the publisher, the sessions. */
 export class ConsoleContext {
   readonly sessions: ConsoleSessions;
   readonly basePath: string;
-  readonly selection: QuarantineSelection = librarySelection;
   readonly jobs = new BulkJobs();
   private opened: Promise<{ operations: InboxOperations; close?: () => Promise<void> }> | undefined;
   private publisher: Promise<AmqpReplayPublisher> | undefined;

@@ -1,7 +1,8 @@
 import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
 import { diffJson, entryFullJson as fullJson, entrySummaryJson } from "../quarantine/quarantine-json.js";
 import type { FailingOutboxRow, OutboxBacklog } from "../store/operations.js";
-import type { BulkOutcome, ConsoleGroup } from "./quarantine-selection.js";
+import type { BulkResult } from "../quarantine/bulk-operation.js";
+import type { QuarantineGroup } from "../quarantine/quarantine-groups.js";
 
 /** The API's JSON: snake_case like the `--json` output of the `rabbit-inbox` command. */
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
@@ -22,11 +23,11 @@ export function auditJson(a: AuditRecord) {
 
 export { diffJson };
 
-export function groupJson(g: ConsoleGroup) {
+export function groupJson(g: QuarantineGroup) {
   return { key: g.key, handler: g.handler, reason: g.reason, cause: g.cause, status: g.status, entries: g.entries, first_seen: iso(g.firstSeen), last_seen: iso(g.lastSeen) };
 }
 
-export function bulkJson(r: BulkOutcome) {
+export function bulkJson(r: BulkResult) {
   return {
     dry_run: r.dryRun, selected: r.selected, by_reason: r.byReason, done: r.done, skipped: r.skipped, failed: r.failed,
     resumed: r.resumed ?? 0, stopped: r.stopped ?? null,

@@ -1,3 +1,4 @@
+import { groupsOf } from "./quarantine-selection.js";
 import { databaseTargetOf } from "../store/database-url.js";
 import { formatDuration } from "../retention/duration.js";
 import { retentionPanel, runBulk } from "./console-actions.js";
@@ -70,7 +71,7 @@ export async function bulkConfirmPage(ctx: ConsoleContext, session: ConsoleSessi
   const fields = filterFields(filter);
   const verb = action === "replay" ? "Replay" : "Discard";
   const reasons = Object.entries(preview.byReason).map(([r, n]) => `${n} ${r}`).join(", ");
-  const group = filter.group ? (await ctx.selection.groups(await ctx.operations(), { ...filter, status: "held" })).find((g) => g.key === filter.group) : undefined;
+  const group = filter.group ? (await groupsOf(await ctx.operations(), { ...filter, status: "held" })).find((g) => g.key === filter.group) : undefined;
   const described = Object.entries({ ...fields, status: undefined, group: group ? `${group.handler} / ${group.reason} / ${group.cause}` : fields.group })
     .filter(([, v]) => v !== undefined).map(([k, v]) => html`<li><strong>${k}</strong>: ${v}</li>`);
   const selection = html`<p>Held entries matching:</p><ul class="selection">${described.length > 0 ? described : html`<li>every held entry</li>`}</ul>`;

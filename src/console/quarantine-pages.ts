@@ -1,3 +1,4 @@
+import { groupsOf } from "./quarantine-selection.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { discardOne, replayOne } from "./console-actions.js";
 import { idIn } from "./console-api.js";
@@ -72,7 +73,7 @@ ${filter.group ? html`<input type="hidden" name="group" value="${filter.group}">
 }
 
 async function groupsPage(ctx: ConsoleContext, session: ConsoleSession | null, filter: ConsoleFilter): Promise<Html> {
-  const groups = await ctx.selection.groups(await ctx.operations(), filter);
+  const groups = await groupsOf(await ctx.operations(), filter);
   const rows = groups.map((g) => {
     const q = { status: g.status, group: g.key };
     return html`<tr>
@@ -92,7 +93,7 @@ ${groups.length === 0 ? html`<p>No quarantine entries match.</p>` : html`<table>
 }
 
 async function entriesPage(ctx: ConsoleContext, session: ConsoleSession | null, filter: ConsoleFilter): Promise<Html> {
-  const entries = await ctx.selection.list(await ctx.operations(), filter);
+  const entries = await (await ctx.operations()).listQuarantineEntries(filter);
   const fields = filterFields(filter);
   const next = entries.length === filter.limit ? ctx.href(`/entries${queryString({ ...fields, after: entries.at(-1)!.id })}`) : null;
   const rows = entries.map((e) => html`<tr>

@@ -1,14 +1,12 @@
-import type { QuarantineAdmin, QuarantineDetail } from "../quarantine/quarantine-admin.js";
 import type { BulkProgress, BulkResult } from "../quarantine/bulk-operation.js";
-import type { QuarantineGroup } from "../quarantine/quarantine-groups.js";
+import { bulkDiscard } from "../quarantine/bulk-discard.js";
+import { bulkReplay } from "../quarantine/bulk-replay.js";
+import type { QuarantineAdmin, QuarantineFilter } from "../quarantine/quarantine-admin.js";
+import { type QuarantineGroup, quarantineGroups } from "../quarantine/quarantine-groups.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import type { ConsoleFilter } from "./console-filter.js";
 
-/** The library's groups, outcome and progress, as the console shows them. */
-export type ConsoleGroup = QuarantineGroup;
-export type BulkOutcome = BulkResult;
-export type BulkProgressCounts = BulkProgress;
-
+/** A bulk action as the console asks for it: the selection, who and why, and the run's limits. */
 export interface BulkRequest {
   filter: ConsoleFilter;
   actor: string;
@@ -20,17 +18,35 @@ export interface BulkRequest {
   acceptStale?: boolean;
   /** Stops the run between two entries (what was done stays done, and audited). */
   signal?: AbortSignal;
-  onProgress?: (progress: BulkProgressCounts) => void;
+  onProgress?: (progress: BulkProgress) => void;
 }
 
-/**
- * What the console needs to select and act on many entries: the list, the groups and the bulk
- * actions. The console talks to this interface only, so the selection can move into the store
- * (keyset paging, SQL filters) without touching a page.
- */
-export interface QuarantineSelection {
-  list(admin: QuarantineAdmin, filter: ConsoleFilter): Promise<QuarantineDetail[]>;
-  groups(admin: QuarantineAdmin, filter: ConsoleFilter): Promise<ConsoleGroup[]>;
-  bulkReplay(admin: QuarantineAdmin, publish: ConfirmedPublish, request: BulkRequest): Promise<BulkOutcome>;
-  bulkDiscard(admin: QuarantineAdmin, request: BulkRequest): Promise<BulkOutcome>;
+/** The filter without its page (size and position): what groups and bulk actions select. */
+function unpaged(filter: ConsoleFilter): QuarantineFilter {
+  const { limit: _limit, afterId: _afterId, ...rest } = filter;
+  return rest;
+}
+
+export function groupsOf(admin: QuarantineAdmin, filter: ConsoleFilter): Promise<QuarantineGroup[]> {
+  return quarantineGroups(admin, unpaged(filter));
+}
+
+/** A bulk action selects held entries; a dry run records nothing, but the library wants a reason all the same. */
+function bulkOptions(r: BulkRequest) {
+  return {
+    filter: { ...unpaged(r.filter), status: "held" as const }, actor: r.actor, reason: r.dryRun ? r.reason || "dry run" : r.reason,
+    ...(r.limit !== undefined ? { limit: r.limit } : {}), ...(r.dryRun ? { dryRun: true } : {}),
+    ...(r.signal ? { signal: r.signal } : {}), ...(r.onProgress ? { onProgress: r.onProgress } : {}),
+  };
+}
+
+export function replayBulk(admin: QuarantineAdmin, publish: ConfirmedPublish, r: BulkRequest): Promise<BulkResult> {
+  return bulkReplay(admin, publish, {
+    ...bulkOptions(r), ...(r.ratePerSecond !== undefined ? { ratePerSecond: r.ratePerSecond } : {}),
+    ...(r.acceptNew ? { acceptNew: true } : {}), ...(r.acceptStale ? { acceptStale: true } : {}),
+  });
+}
+
+export function discardBulk(admin: QuarantineAdmin, r: BulkRequest): Promise<BulkResult> {
+  return bulkDiscard(admin, bulkOptions(r));
 }
