@@ -42,27 +42,22 @@ export function consumerMetricsFor(
     ...(options ? [promConsumerMetrics(options, sources)] : []),
     ...(otelMeter ? [otelConsumerMetrics(otelMeter, { ...sources, sampleIntervalMs: options?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS })] : []),
   ];
-  if (sets.length === 0) return noConsumerMetrics;
-  if (sets.length === 1) return sets[0]!;
-  return {
-    transactionCommitted: (seconds) => { for (const m of sets) m.transactionCommitted(seconds); },
-    transactionRetried: (kind) => { for (const m of sets) m.transactionRetried(kind); },
-    settled: (batch, outcomes, now) => { for (const m of sets) m.settled(batch, outcomes, now); },
-    connected: (node) => { for (const m of sets) m.connected(node); },
-    close: () => { for (const m of sets) m.close(); },
-  };
+  return fanOut(sets, noConsumerMetrics);
 }
 
 /** The relay's metrics: prom-client when a registry is given, OpenTelemetry when an SDK is registered. */
 export function relayMetricsFor(options: MetricsOptions | undefined, sources: RelayGaugeSources): RelayMetrics {
   const otelMeter = meter();
   const sets = [...(options ? [promRelayMetrics(options, sources)] : []), ...(otelMeter ? [otelRelayMetrics(otelMeter, sources)] : [])];
-  if (sets.length === 0) return noRelayMetrics;
+  return fanOut(sets, noRelayMetrics);
+}
+
+/** One set of metric calls that makes each call on every set given (the no-op set for none). */
+function fanOut<M extends object>(sets: readonly M[], none: M): M {
+  if (sets.length === 0) return none;
   if (sets.length === 1) return sets[0]!;
-  return {
-    published: () => { for (const m of sets) m.published(); },
-    publishFailed: () => { for (const m of sets) m.publishFailed(); },
-    reconnected: () => { for (const m of sets) m.reconnected(); },
-    close: () => { for (const m of sets) m.close(); },
-  };
+  const calls = Object.keys(none).map((name) => [name, (...args: unknown[]) => {
+    for (const set of sets) (set as Record<string, (...a: unknown[]) => void>)[name]!(...args);
+  }]);
+  return Object.fromEntries(calls) as M;
 }

@@ -2,7 +2,7 @@ import type { Attributes, Histogram, Meter } from "@opentelemetry/api";
 import type { Outcome } from "../core/outcome.js";
 import type { ConsumerMetrics, SettledDelivery } from "./inbox-metrics.js";
 import type { ConsumerGaugeSources } from "./prom-consumer-metrics.js";
-import { BATCH_SIZE_BUCKETS, SECONDS_BUCKETS } from "./prom-consumer-metrics.js";
+import { BATCH_SIZE_BUCKETS, SECONDS_BUCKETS, heldEntries } from "./prom-consumer-metrics.js";
 import { RateLimitedSample } from "./rate-limited-sample.js";
 
 /**
@@ -55,7 +55,7 @@ export function otelConsumerMetrics(meter: Meter, sources: ConsumerGaugeSources 
     const observe = async (result: { observe(value: number, attributes: Attributes): void }) => {
       // A failed read leaves the series out of this collection rather than reporting a false 0.
       const all = await counts.get().catch(() => undefined);
-      if (all) result.observe(all.reduce((sum, c) => sum + (c.handler === handler && c.status === "held" ? c.entries : 0), 0), { handler });
+      if (all) result.observe(heldEntries(all, handler), { handler });
     };
     gauge.addCallback(observe);
     observers.push(() => gauge.removeCallback(observe));

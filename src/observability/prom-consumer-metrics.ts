@@ -20,6 +20,11 @@ export interface ConsumerGaugeSources {
   quarantineCounts?: () => Promise<QuarantineCount[]>;
 }
 
+/** Of the store's quarantine counts (every handler), the entries of `handler` still held. */
+export function heldEntries(counts: readonly QuarantineCount[], handler: string): number {
+  return counts.reduce((sum, c) => sum + (c.handler === handler && c.status === "held" ? c.entries : 0), 0);
+}
+
 /** The consumer's metrics on a prom-client registry, labelled with its queue and handler. */
 export function promConsumerMetrics(options: MetricsOptions, sources: ConsumerGaugeSources): ConsumerMetrics {
   const { registry } = options;
@@ -73,7 +78,7 @@ export function promConsumerMetrics(options: MetricsOptions, sources: ConsumerGa
       } catch {
         return; // the series is left out of this scrape rather than reported as a false 0
       }
-      gauge.set({ handler }, all.reduce((sum, c) => sum + (c.handler === handler && c.status === "held" ? c.entries : 0), 0));
+      gauge.set({ handler }, heldEntries(all, handler));
     }));
   }
 

@@ -7,10 +7,14 @@
  */
 import { metrics } from "@opentelemetry/api";
 import { AggregationTemporality, MeterProvider, MetricReader, type DataPoint, type Histogram } from "@opentelemetry/sdk-metrics";
+import { Registry } from "prom-client";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
 import { noConsumerMetrics, noRelayMetrics } from "../../src/observability/inbox-metrics.js";
 import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
+import { otelConsumerMetrics } from "../../src/observability/otel-consumer-metrics.js";
+import type { QuarantineCount } from "../../src/quarantine/quarantine-admin.js";
+import { parsePrometheusText, sampleValue } from "../support/prometheus-text.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { fakeBrokerPerTest, until } from "../support/fake-consumer.js";
 import { MemoryStore } from "../support/memory-store.js";
@@ -116,6 +120,37 @@ describe("OpenTelemetry metrics", () => {
     relay.close();
     await collect();
     expect(reads).toBe(2);
+  });
+
+  it("records on a prom-client registry and through OpenTelemetry at once when both are there", async () => {
+    const registry = new Registry();
+    const relay = relayMetricsFor({ registry }, { node: () => "node-a" });
+    relay.published();
+    relay.publishFailed();
+    const points = await collect();
+    expect(value(points, "rabbit_inbox_outbox_published", {})).toBe(1);
+    expect(value(points, "rabbit_inbox_outbox_publish_failures", {})).toBe(1);
+    const scraped = parsePrometheusText(await registry.metrics());
+    expect(sampleValue(scraped, "rabbit_inbox_outbox_published_total", {})).toBe(1);
+    expect(sampleValue(scraped, "rabbit_inbox_outbox_publish_failures_total", {})).toBe(1);
+    relay.close();
+  });
+
+  it("reports the handler's held quarantine entries, and leaves the gauge out when the read fails", async () => {
+    let fail = false;
+    const counts = (): Promise<QuarantineCount[]> => fail ? Promise.reject(new Error("database down")) : Promise.resolve([
+      { handler: "h", reason: "conflict", status: "held", entries: 2, oldest: new Date(0) },
+      { handler: "h", reason: "invalid", status: "held", entries: 3, oldest: new Date(0) },
+      { handler: "h", reason: "invalid", status: "replayed", entries: 7, oldest: new Date(0) },
+      { handler: "other", reason: "invalid", status: "held", entries: 11, oldest: new Date(0) },
+    ]);
+    const consumer = otelConsumerMetrics(metrics.getMeter("test"), { queue: "q", handler: "h", node: () => "n", quarantineCounts: counts, sampleIntervalMs: 0 });
+    expect(value(await collect(), "rabbit_inbox_quarantine_held", { handler: "h" })).toBe(5);
+    consumer.close();
+    fail = true;
+    const failing = otelConsumerMetrics(metrics.getMeter("test-2"), { queue: "q2", handler: "h2", node: () => "n", quarantineCounts: counts, sampleIntervalMs: 0 });
+    expect(value(await collect(), "rabbit_inbox_quarantine_held", { handler: "h2" })).toBeUndefined();
+    failing.close();
   });
 
   it("makes nothing without a registered MeterProvider", () => {
