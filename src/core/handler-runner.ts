@@ -28,7 +28,8 @@ export async function runHandler<E, Tx>(
   const traceContexts = toApply.map((p) => handlerContextFor(messages[p.index]!));
   const items: BatchItem<E, Tx>[] = toApply.map((p, i) => {
     const ctx = handlerContext(handlerName, tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!);
-    return { event: p.event, ctx: batchCall ? { ...ctx, publish: publishInContext(traceContexts[i], ctx.publish) } : ctx };
+    const traceContext = traceContexts[i];
+    return { event: p.event, ctx: batchCall && traceContext ? { ...ctx, publish: publishInContext(traceContext, ctx.publish) } : ctx };
   });
   if (handler.handleBatch && batchCall) {
     const refused = (await handler.handleBatch(items, tx.handle)) ?? [];
@@ -59,8 +60,7 @@ export async function runHandler<E, Tx>(
   return [];
 }
 
-function publishInContext(traceContext: Context | undefined, publish: OutboxPublish): OutboxPublish {
-  if (!traceContext) return publish;
+function publishInContext(traceContext: Context, publish: OutboxPublish): OutboxPublish {
   return (exchange, routingKey, body, options) => withContext(traceContext, () => publish(exchange, routingKey, body, options));
 }
 
