@@ -67,7 +67,9 @@ function positive(value: string | undefined, name: string): number | undefined {
 
 function date(value: string | undefined, name: string): Date | undefined {
   if (value === undefined) return undefined;
-  const d = new Date(value);
+  // A time without a zone (what a datetime-local field sends) is UTC, as every time the console
+  // and the command print: never the server's local time.
+  const d = new Date(/[T ]\d{2}:\d{2}/.test(value) && !/(?:Z|[+-]\d{2}:?\d{2})$/i.test(value) ? `${value.replace(" ", "T")}Z` : value);
   if (Number.isNaN(d.getTime())) throw new ConsoleRequestError(`${name} must be a date and time (ISO 8601, e.g. 2026-12-01T10:00:00Z), not ${JSON.stringify(value)}`);
   return d;
 }
