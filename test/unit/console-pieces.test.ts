@@ -53,8 +53,15 @@ describe("console pieces", () => {
       status: "all", handler: "h", reason: "conflict", tenant: "t", since: new Date("2026-01-01T00:00:00Z"), afterId: 7, limit: 10, text: "x",
     });
     // A time without a zone is UTC whatever the server's time zone; one with a zone keeps it.
-    expect(q("since=2026-01-01T10:00").since).toEqual(new Date("2026-01-01T10:00:00Z"));
-    expect(q("until=2026-01-01T10:00:00%2B02:00").until).toEqual(new Date("2026-01-01T08:00:00Z"));
+    const zone = process.env.TZ;
+    process.env.TZ = "America/New_York";
+    try {
+      expect(q("since=2026-01-01T10:00").since).toEqual(new Date("2026-01-01T10:00:00Z"));
+      expect(q("until=2026-01-01T10:00:00%2B02:00").until).toEqual(new Date("2026-01-01T08:00:00Z"));
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
     for (const bad of ["status=gone", "since=yesterday", "after=0", "after=-1", "limit=501", "limit=1.5"]) expect(() => q(bad), bad).toThrow(ConsoleRequestError);
   });
 });
