@@ -44,6 +44,13 @@ export function producerTraceRatio(value = process.env.BENCH_TRACE_RATIO): numbe
   return ratio;
 }
 
+/** BENCH_PROCESS_SPANS: the consumer's `processSpans` in the observed scenario (default: the library's, `message`). */
+export function benchProcessSpans(value = process.env.BENCH_PROCESS_SPANS): "message" | "batch" {
+  if (value === undefined || value === "" || value === "message") return "message";
+  if (value === "batch") return value;
+  throw new Error(`BENCH_PROCESS_SPANS=${value}: expected message or batch`);
+}
+
 export function startObservability(parts: ObservedParts = observedParts()): Observability {
   const exporter = new DroppingExporter();
   const provider = parts === "metrics" ? undefined : new NodeTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });

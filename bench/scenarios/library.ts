@@ -8,7 +8,7 @@ import type { PostgresStore } from "../../src/store/postgres/index.js";
 import type { LedgerEvent } from "../../examples/ledger/events.js";
 import type { LibraryStore } from "../databases/bench-database.js";
 import { AMQP_URL, LatencyRecorder } from "../harness.js";
-import { observedParts, producerTraceRatio, startObservability } from "../observability.js";
+import { benchProcessSpans, observedParts, producerTraceRatio, startObservability } from "../observability.js";
 
 export async function runLibrary(
   queue: string, n: number, queueArguments: Record<string, unknown>,
@@ -26,6 +26,7 @@ export async function runLibrary(
   const consumer = new InboxConsumer({
     url: AMQP_URL, queue, store: config.store as PostgresStore, handler: config.handler, logger: silentLogger, queueArguments,
     ...(observability?.registry ? { metrics: { registry: observability.registry } } : {}),
+    ...(observability ? { processSpans: benchProcessSpans() } : {}),
     ...(config.prefetch !== undefined ? { prefetch: config.prefetch } : {}),
     ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
     ...(config.concurrency !== undefined ? { concurrency: config.concurrency } : {}),
@@ -43,9 +44,11 @@ export async function runLibrary(
   if (observability) {
     const { spans, series } = await observability.stop();
     const parts = observedParts();
-    // Every message's process span when every producer trace is sampled; some when a fraction is.
+    // Every message's process span when every producer trace is sampled, some when a fraction
+    // is; a batch's span for every batch whatever the producers sampled.
     const ratio = producerTraceRatio();
-    if (parts !== "metrics" && (ratio === 1 ? spans < n : ratio > 0 && spans === 0)) throw new Error(`observed: ${spans} spans exported for ${n} messages (BENCH_TRACE_RATIO ${ratio})`);
+    const expected = benchProcessSpans() === "batch" ? spans > 0 : ratio === 1 ? spans >= n : ratio === 0 || spans > 0;
+    if (parts !== "metrics" && !expected) throw new Error(`observed: ${spans} spans exported for ${n} messages (BENCH_TRACE_RATIO ${ratio})`);
     if (parts !== "tracing" && series === 0) throw new Error("observed: no metric series registered");
   }
   return { seconds, latency };

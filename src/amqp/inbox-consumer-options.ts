@@ -8,6 +8,7 @@ import type { Outcome } from "../core/outcome.js";
 import type { PipelineOptions } from "../core/pipeline.js";
 import type { Store } from "../core/store.js";
 import type { MetricsOptions } from "../observability/inbox-metrics.js";
+import type { ProcessSpans } from "../observability/message-trace.js";
 import type { BrokerUrls } from "./broker-connection.js";
 import { PartitionMembership } from "./partition-membership.js";
 
@@ -98,6 +99,13 @@ export interface InboxConsumerOptions<E, Tx> {
    * Default: none, and prom-client is never loaded.
    */
   metrics?: MetricsOptions;
+  /**
+   * Process spans, where an OpenTelemetry SDK is registered: `"message"` (default) makes one per
+   * delivery, a child of its producer's span; `"batch"` makes one per batch, linked to each
+   * delivery's producer span, for a fraction of the CPU at high rates. Either way what a
+   * handler publishes continues its event's trace. See docs/observability.md.
+   */
+  processSpans?: ProcessSpans;
 }
 
 /**
@@ -133,6 +141,7 @@ export interface ConsumerSettings {
   quarantineQueue: string;
   retryDelays: readonly number[];
   requeueDelayMs: number;
+  processSpans: ProcessSpans;
 }
 
 export function consumerSettings<E, Tx>(options: InboxConsumerOptions<E, Tx>): ConsumerSettings {
@@ -145,8 +154,10 @@ export function consumerSettings<E, Tx>(options: InboxConsumerOptions<E, Tx>): C
   for (const d of retryDelays) {
     if (!Number.isSafeInteger(d) || d < 1) throw new InboxConfigError(`retryDelaysMs must hold positive integers (ms), got ${d}`);
   }
+  const processSpans = options.processSpans ?? "message";
+  if (processSpans !== "message" && processSpans !== "batch") throw new InboxConfigError(`processSpans must be "message" or "batch", got ${String(processSpans)}`);
   return {
-    prefetch, batchSize, retryDelays,
+    prefetch, batchSize, retryDelays, processSpans,
     concurrency: Math.min(options.concurrency ?? 1, options.store.maxConcurrentTransactions),
     quarantineQueue: options.quarantineQueue ?? `${options.queue}.quarantine`,
     requeueDelayMs: options.requeueDelayMs ?? 1000,

@@ -3,7 +3,7 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
-import { endProcessSpans, failProcessSpans, startProcessSpan } from "../observability/message-trace.js";
+import { endProcessSpans, failProcessSpans, startProcessSpans } from "../observability/message-trace.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import type { ConsumerHealth } from "../observability/health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
@@ -225,10 +225,8 @@ export class InboxConsumer<E, Tx> {
   private async runBatch(batch: Delivery[]): Promise<void> {
     let outcomes: Outcome[];
     const messages = batch.map((d) => d.incoming);
-    for (const d of batch) {
-      const { exchange, routingKey, deliveryTag } = d.message.fields;
-      startProcessSpan(d.incoming, { queue: d.consumer.queue, exchange, routingKey, deliveryTag, handler: this.pipeline.handlerName });
-    }
+    const handler = this.pipeline.handlerName;
+    startProcessSpans(batch, (d) => ({ queue: d.consumer.queue, ...d.message.fields, handler }), this.settings.processSpans);
     try {
       outcomes = await this.pipeline.process(messages);
     } catch (error) {

@@ -1,4 +1,3 @@
-import type { Context } from "@opentelemetry/api";
 import { InboxConfigError, PermanentEventError, RetryLaterError } from "./errors.js";
 import type { EventKey } from "./event.js";
 import { eventScopedHash } from "./fingerprint.js";
@@ -9,7 +8,7 @@ import type { Refusal } from "./refusal.js";
 import type { StoreTransaction } from "./store.js";
 import type { OutboxWriter } from "../outbox/outbox-writer.js";
 import type { OutboxPublish } from "../outbox/publish-options.js";
-import { handlerContextFor } from "../observability/message-trace.js";
+import { handlerContextFor, isTraced } from "../observability/message-trace.js";
 import { withContext } from "../observability/tracing.js";
 
 /**
@@ -23,13 +22,13 @@ export async function runHandler<E, Tx>(
 ): Promise<Refusal[]> {
   // A lone event goes through handle() when the handler has both: fewer statements in strict mode.
   const batchCall = handler.handleBatch !== undefined && !(handler.handle && toApply.length === 1);
-  // Each event's trace context (none when untraced): what it publishes continues its own trace.
-  // handle() runs in it; one handleBatch() call serves every event, so there each publish does.
-  const traceContexts = toApply.map((p) => handlerContextFor(messages[p.index]!));
+  // What a traced event publishes continues its own trace. handle() runs in the event's context;
+  // one handleBatch() call serves every event, so there each publish does (the context is
+  // looked up when it publishes: most handlers publish for few of their events, or none).
   const items: BatchItem<E, Tx>[] = toApply.map((p, i) => {
-    const ctx = handlerContext(handlerName, tx.handle, p.key, messages[p.index]!.delivery, outbox[i]!);
-    const traceContext = traceContexts[i];
-    return { event: p.event, ctx: batchCall && traceContext ? { ...ctx, publish: publishInContext(traceContext, ctx.publish) } : ctx };
+    const message = messages[p.index]!;
+    const ctx = handlerContext(handlerName, tx.handle, p.key, message.delivery, outbox[i]!);
+    return { event: p.event, ctx: batchCall && isTraced(message) ? { ...ctx, publish: publishInContext(message, ctx.publish) } : ctx };
   });
   if (handler.handleBatch && batchCall) {
     const refused = (await handler.handleBatch(items, tx.handle)) ?? [];
@@ -42,7 +41,7 @@ export async function runHandler<E, Tx>(
   for (let i = 0; i < items.length; i++) {
     try {
       const item = items[i]!;
-      const traceContext = traceContexts[i];
+      const traceContext = handlerContextFor(messages[toApply[i]!.index]!);
       if (traceContext) await withContext(traceContext, () => handler.handle!(item.event, item.ctx));
       else await handler.handle!(item.event, item.ctx);
     } catch (error) {
@@ -60,8 +59,8 @@ export async function runHandler<E, Tx>(
   return [];
 }
 
-function publishInContext(traceContext: Context, publish: OutboxPublish): OutboxPublish {
-  return (exchange, routingKey, body, options) => withContext(traceContext, () => publish(exchange, routingKey, body, options));
+function publishInContext(message: IncomingMessage, publish: OutboxPublish): OutboxPublish {
+  return (exchange, routingKey, body, options) => withContext(handlerContextFor(message)!, () => publish(exchange, routingKey, body, options));
 }
 
 function handlerContext<Tx>(handler: string, tx: Tx, key: EventKey, delivery: DeliveryInfo, outbox: OutboxWriter): HandlerContext<Tx> {

@@ -45,6 +45,8 @@ export const ATTR = {
   batchCount: "messaging.batch.message_count",
   handler: "rabbit_inbox.handler",
   outcome: "rabbit_inbox.outcome",
+  /** A batch span's count of one outcome kind: `rabbit_inbox.outcome_count.<kind>`. */
+  outcomeCount: "rabbit_inbox.outcome_count",
   duplicate: "rabbit_inbox.duplicate",
   quarantineReason: "rabbit_inbox.quarantine.reason",
   tenant: "rabbit_inbox.tenant",
