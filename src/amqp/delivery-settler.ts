@@ -42,7 +42,8 @@ export class DeliverySettler {
 
   constructor(private readonly options: DeliverySettlerOptions) {}
 
-  async settle(batch: Delivery[], decided: Outcome[]): Promise<void> {
+  /** Settles a batch; returns each delivery's outcome as settled (a copy the broker refused makes it `requeue`). */
+  async settle(batch: Delivery[], decided: Outcome[]): Promise<Outcome[]> {
     const { republisher, hook, onOutcome } = this.options;
     // Quarantined and delayed messages must be safely in their queue before their originals go;
     // one whose publish was not confirmed is not acked but given back to the broker.
@@ -93,6 +94,7 @@ export class DeliverySettler {
       const acked = outcomes.flatMap((o) => (o.kind !== "requeue" ? [o.key] : []));
       if (acked.length > 0) await hook("after-ack", acked);
     }
+    return outcomes;
   }
 
   /** Sends every queued ack now. */

@@ -234,8 +234,9 @@ export class InboxConsumer<E, Tx> {
       this.stopOnError(error, batch);
       return;
     }
-    await this.settler.settle(batch, outcomes);
-    endProcessSpans(messages, outcomes);
+    // The spans end with each delivery's settled outcome, even when a callback throws meanwhile.
+    let settled = outcomes;
+    try { settled = await this.settler.settle(batch, outcomes); } finally { endProcessSpans(messages, settled); }
   }
 
   /**

@@ -202,6 +202,36 @@ describe("copies published by the consumer", () => {
   });
 });
 
+describe("spans of deliveries that did not settle as decided", () => {
+  it("records requeue, not quarantined, on the span of a delivery whose quarantine copy the broker refused", async () => {
+    let refusals = 1;
+    broker.confirmPolicy = (routingKey) => !(routingKey === "work.quarantine" && refusals-- > 0);
+    const { consumer } = env.build({ handler: publishingHandler(), store: storeWithOutbox() });
+    await consumer.start();
+    broker.publishJson("work", event("never-1"), { headers: { traceparent: producerTraceparent().traceparent } });
+    await until(() => consumer.outcomeCounts.quarantined === 1, "quarantined on its return");
+    await until(() => sdk.spans().filter((s) => s.name === "process work").length === 2, "both deliveries' spans ended");
+    const [refused, returned] = sdk.spans().filter((s) => s.name === "process work");
+    expect(refused!.attributes["rabbit_inbox.outcome"]).toBe("requeue");
+    expect(refused!.status.code).toBe(2); // ERROR
+    expect(refused!.events.map((e) => e.name)).not.toContain("quarantined");
+    expect(returned!.attributes["rabbit_inbox.outcome"]).toBe("quarantined");
+  });
+
+  it("ends the span of a delivery whose onOutcome callback threw while it settled", async () => {
+    let throws = 1;
+    const { consumer } = env.build({
+      handler: publishingHandler(), store: storeWithOutbox(),
+      onOutcome: () => { if (throws-- > 0) throw new Error("metrics exporter crashed"); },
+    });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });
+    await until(() => consumer.outcomeCounts.duplicate === 1, "the redelivery's duplicate");
+    await until(() => sdk.spans().filter((s) => s.name === "process work").length === 2, "both deliveries' spans ended");
+    expect(sdk.spans().filter((s) => s.name === "process work").map((s) => s.attributes["rabbit_inbox.outcome"])).toEqual(["applied", "duplicate"]);
+  });
+});
+
 describe("standalone outbox transactions", () => {
   it("store the caller's active span with each row, and nothing when no span is active", async () => {
     const store = storeWithOutbox();
