@@ -53,6 +53,29 @@ describe("the ledger's tracing from OTEL_* variables", () => {
     expect(printed).toContain("ledger-under-test");
   });
 
+  it("LEDGER_PROCESS_SPANS=batch: one span for the batch, and balance.changed still carries the producer's trace", async () => {
+    const { ledger, queue } = await ledgerWith({ OTEL_TRACES_EXPORTER: "console", OTEL_BSP_SCHEDULE_DELAY: "100", LEDGER_PROCESS_SPANS: "batch" });
+    await adjustWithTraceparent(queue);
+    await ledger.waitForSettled(2);
+    const changed: Awaited<ReturnType<typeof drainQueue>> = [];
+    await waitFor(async () => { changed.push(...await drainQueue(`${queue}.balance-changed.sink`)); return changed.length > 0; }, 20_000, "balance.changed published");
+    expect(await ledger.stop()).toBe(0);
+
+    // The relay's publish is a child of the producer's span: the row stored the producer's context.
+    expect(String(changed[0]!.properties.headers!.traceparent)).toMatch(new RegExp(`^00-${TRACE_ID}-[0-9a-f]{16}-01$`));
+    const printed = ledger.stdout.join("\n");
+    // One batch or two, as the two events happened to arrive.
+    expect(printed).toMatch(/'messaging\.batch\.message_count': [12]\b/);
+    expect(printed).toMatch(/'rabbit_inbox\.outcome_count\.applied': [12]\b/);
+    expect(printed).not.toContain("'rabbit_inbox.outcome':");
+    // The producer's span is the batch span's link, not its parent.
+    expect(printed).toMatch(new RegExp(`links: \\[\\s*\\{\\s*context: \\{[^}]*traceId: '${TRACE_ID}'`));
+  });
+
+  it("refuses an unknown LEDGER_PROCESS_SPANS value at start", async () => {
+    await expect(ledgerWith({ LEDGER_PROCESS_SPANS: "per-event" })).rejects.toThrow(/LEDGER_PROCESS_SPANS must be message or batch, got "per-event"/);
+  });
+
   it("without OTEL_* variables: no span printed, no traceparent on what it publishes", async () => {
     const { ledger, queue } = await ledgerWith({ OTEL_TRACES_EXPORTER: "", OTEL_EXPORTER_OTLP_ENDPOINT: "", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "" });
     await publishAll(queue, [{ type: "account.opened", tenant: "t1", event_id: "e-open", account_id: "a" }]);
