@@ -9,6 +9,8 @@ export interface BatchSchedulerOptions {
   run: (batch: Delivery[]) => Promise<void>;
   /** `run` rejected: a bug, since it settles everything itself. */
   onRunFailed: (batch: Delivery[], error: unknown) => void;
+  /** Deliveries forgotten before their batch started (dropped, or refused after a halt). */
+  onDropped?: (deliveries: Delivery[]) => void;
 }
 
 /**
@@ -27,7 +29,10 @@ export class BatchScheduler {
   constructor(private readonly options: BatchSchedulerOptions) {}
 
   add(delivery: Delivery): void {
-    if (this.halted) return;
+    if (this.halted) {
+      this.options.onDropped?.([delivery]);
+      return;
+    }
     this.pending.push(delivery);
     if (this.pending.length >= this.options.batchSize) {
       this.flush();
@@ -42,7 +47,9 @@ export class BatchScheduler {
 
   /** Forgets the waiting deliveries that `which` picks: they stay unsettled, for the broker to requeue. */
   drop(which: (delivery: Delivery) => boolean): void {
-    this.pending = this.pending.filter((d) => !which(d));
+    const dropped: Delivery[] = [];
+    this.pending = this.pending.filter((d) => !(which(d) && dropped.push(d)));
+    if (dropped.length > 0) this.options.onDropped?.(dropped);
     this.wakeIdleWaiters();
   }
 
