@@ -9,8 +9,6 @@ export interface BatchSchedulerOptions {
   run: (batch: Delivery[]) => Promise<void>;
   /** `run` rejected: a bug, since it settles everything itself. */
   onRunFailed: (batch: Delivery[], error: unknown) => void;
-  /** Deliveries forgotten before their batch started (dropped, or refused after a halt). */
-  onDropped?: (deliveries: Delivery[]) => void;
 }
 
 /**
@@ -29,10 +27,7 @@ export class BatchScheduler {
   constructor(private readonly options: BatchSchedulerOptions) {}
 
   add(delivery: Delivery): void {
-    if (this.halted) {
-      this.options.onDropped?.([delivery]);
-      return;
-    }
+    if (this.halted) return;
     this.pending.push(delivery);
     if (this.pending.length >= this.options.batchSize) {
       this.flush();
@@ -47,9 +42,7 @@ export class BatchScheduler {
 
   /** Forgets the waiting deliveries that `which` picks: they stay unsettled, for the broker to requeue. */
   drop(which: (delivery: Delivery) => boolean): void {
-    const dropped: Delivery[] = [];
-    this.pending = this.pending.filter((d) => !(which(d) && dropped.push(d)));
-    if (dropped.length > 0) this.options.onDropped?.(dropped);
+    this.pending = this.pending.filter((d) => !which(d));
     this.wakeIdleWaiters();
   }
 

@@ -1,8 +1,9 @@
 import type { ConsumeMessage } from "amqplib";
 import { InboxConfigError, describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
+import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
-import { type DeliveryFacts, endProcessSpans, endUnprocessedSpans, failProcessSpans, startBatchSpan, startDeliverySpan } from "../observability/message-trace.js";
+import { endProcessSpans, failProcessSpans, startProcessSpans } from "../observability/message-trace.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import type { ConsumerHealth } from "../observability/health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
@@ -97,7 +98,6 @@ export class InboxConsumer<E, Tx> {
     this.batches = new BatchScheduler({
       batchSize: this.settings.batchSize, concurrency: this.settings.concurrency,
       run: (batch) => this.runBatch(batch),
-      onDropped: (deliveries) => endUnprocessedSpans(deliveries.map((d) => d.incoming)),
       onRunFailed: (batch, error) => {
         // runBatch settles everything itself; reaching here is a bug. The deliveries stay
         // unacked and come back when their channels close.
@@ -223,13 +223,17 @@ export class InboxConsumer<E, Tx> {
 
   /** A batch holds only deliveries of open channels: a lost channel's pending ones are dropped at once (sessionLost). */
   private async runBatch(batch: Delivery[]): Promise<void> {
+    let outcomes: Outcome[];
     const messages = batch.map((d) => d.incoming);
-    if (this.settings.processSpans === "batch") startBatchSpan(batch, this.deliveryFacts);
-    const outcomes = await this.pipeline.process(messages).catch((error: unknown) => {
+    const handler = this.pipeline.handlerName;
+    startProcessSpans(batch, (d) => ({ queue: d.consumer.queue, ...d.message.fields, handler }), this.settings.processSpans);
+    try {
+      outcomes = await this.pipeline.process(messages);
+    } catch (error) {
       failProcessSpans(messages, error);
       this.stopOnError(error, batch);
-    });
-    if (!outcomes) return;
+      return;
+    }
     // The spans end with each delivery's settled outcome, even when a callback throws meanwhile.
     let settled = outcomes;
     try { settled = await this.settler.settle(batch, outcomes); } finally { endProcessSpans(messages, settled); }
@@ -282,16 +286,12 @@ export class InboxConsumer<E, Tx> {
   }
 
   private received(consumer: QueueConsumer, message: ConsumeMessage): void {
-    // Decoded, fingerprinted and its span started now, while the batch before it waits on the
-    // database, rather than when its own batch starts.
+    // Decoded and fingerprinted now, while the batch before it waits on the database, rather
+    // than when its own batch starts.
     const incoming = incomingMessageOf(message, consumer.queue);
     this.pipeline.prepareAhead(incoming);
-    const delivery = { message, consumer, receivedAt: performance.now(), incoming };
-    if (this.settings.processSpans === "message") startDeliverySpan(delivery, this.deliveryFacts);
-    this.batches.add(delivery);
+    this.batches.add({ message, consumer, receivedAt: performance.now(), incoming });
   }
-
-  private readonly deliveryFacts = (d: Delivery): DeliveryFacts => ({ queue: d.consumer.queue, ...d.message.fields, handler: this.pipeline.handlerName });
 
   /**
    * Hands a partition over: deliveries not started are dropped (they stay unacked), the batches

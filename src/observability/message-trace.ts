@@ -52,19 +52,16 @@ export interface DeliveryFacts {
 type Carrier = { incoming: IncomingMessage };
 
 /**
- * Starts a delivery's process span (`message` mode) when it arrives, parented by the context its
- * headers carry: the span covers its wait for a batch too, and its cost falls while the batch
- * before it waits on the database rather than between two transactions.
+ * Starts the process spans of a batch's deliveries: one per delivery parented by the context its
+ * headers carry, or one for the batch linked to each. `facts` is asked only for deliveries that get
+ * a span (the first one in `batch` mode).
  */
-export function startDeliverySpan<D extends Carrier>(delivery: D, facts: (delivery: D) => DeliveryFacts): void {
+export function startProcessSpans<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts, mode: ProcessSpans = "message"): void {
   const otel = tracingApi();
-  if (otel) startMessageSpan(otel, otel.propagation.fields(), delivery, facts);
-}
-
-/** Starts a batch's one process span (`batch` mode), linked to the context each delivery's headers carry. */
-export function startBatchSpan<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts): void {
-  const otel = tracingApi();
-  if (otel && deliveries.length > 0) startLinkedSpan(otel, otel.propagation.fields(), deliveries, facts);
+  if (!otel || deliveries.length === 0) return;
+  const fields = otel.propagation.fields();
+  if (mode === "batch") startBatchSpan(otel, fields, deliveries, facts);
+  else for (const delivery of deliveries) startMessageSpan(otel, fields, delivery, facts);
 }
 
 interface Upstream {
@@ -112,7 +109,7 @@ function startMessageSpan<D extends Carrier>(otel: typeof OtelApi, fields: reado
   traces.set(message, { span, batch: undefined, upstream: spanContext !== undefined, parent, headers, context: undefined });
 }
 
-function startLinkedSpan<D extends Carrier>(otel: typeof OtelApi, fields: readonly string[], deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts): void {
+function startBatchSpan<D extends Carrier>(otel: typeof OtelApi, fields: readonly string[], deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts): void {
   const upstreams = deliveries.map((d) => upstreamOf(otel, fields, d.incoming));
   const links: Link[] = [];
   for (const u of upstreams) if (u.spanContext) links.push({ context: u.spanContext });
@@ -201,18 +198,6 @@ export function failProcessSpans(messages: readonly IncomingMessage[], error: un
   for (const batch of batches) {
     failSpan(batch.span, error, "the pipeline rejected the batch; deliveries given back unsettled");
     batch.span.end();
-  }
-}
-
-/** Ends the spans of deliveries forgotten before their batch started: the broker hands them out again. */
-export function endUnprocessedSpans(messages: readonly IncomingMessage[]): void {
-  for (const message of messages) {
-    const t = traces.get(message);
-    if (!t) continue;
-    traces.delete(message);
-    if (!t.span) continue;
-    markError(t.span, "not processed: left unsettled for the broker to deliver again");
-    t.span.end();
   }
 }
 

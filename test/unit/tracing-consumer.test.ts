@@ -232,43 +232,6 @@ describe("spans of deliveries that did not settle as decided", () => {
   });
 });
 
-describe("spans of deliveries that wait for a batch", () => {
-  it("start at the delivery's arrival, and end with status error when it is dropped before its batch started", async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => { release = resolve; });
-    let started = false;
-    const handler: InboxHandler<TestEvent, MemoryHandle> = {
-      name: "tracer",
-      async handle(e) {
-        if (e.event_id !== "e-1" || started) return;
-        started = true;
-        await gate;
-      },
-    };
-    const { consumer } = env.build({ handler, batchSize: 1, prefetch: 10 });
-    await consumer.start();
-    const a = producerTraceparent("a");
-    const b = producerTraceparent("b");
-    sdk.reset();
-    broker.publishJson("work", event("e-1"), { headers: { traceparent: a.traceparent } });
-    const arrivedBy = Date.now();
-    broker.publishJson("work", event("e-2"), { headers: { traceparent: b.traceparent } });
-    await until(() => started, "e-1 in its transaction, e-2 waiting for the next batch");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    broker.dropConnection(broker.connections[0]!);
-    release();
-    await until(() => consumer.outcomeCounts.applied === 2, "both applied after the reconnect");
-    await until(() => sdk.spans().filter((s) => s.name === "process work").length === 4, "every delivery's span ended");
-
-    const ofB = sdk.spans().filter((s) => s.name === "process work" && s.spanContext().traceId === b.traceId);
-    const dropped = ofB.find((s) => s.attributes["rabbit_inbox.outcome"] === undefined)!;
-    expect(dropped.status).toEqual({ code: 2, message: "not processed: left unsettled for the broker to deliver again" });
-    // Its span began when it arrived, not when a batch took it 50 ms later.
-    expect(dropped.startTime[0] * 1000 + dropped.startTime[1] / 1e6).toBeLessThanOrEqual(arrivedBy + 40);
-    expect(ofB.map((s) => s.attributes["rabbit_inbox.outcome"]).sort()).toEqual(["applied", undefined]);
-  });
-});
-
 describe("standalone outbox transactions", () => {
   it("store the caller's active span with each row, and nothing when no span is active", async () => {
     const store = storeWithOutbox();
