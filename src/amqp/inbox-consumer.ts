@@ -3,7 +3,7 @@ import { InboxConfigError, describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
-import { endProcessSpans, failProcessSpans, startProcessSpans } from "../observability/message-trace.js";
+import { endProcessSpansSoon, failProcessSpans, startProcessSpans } from "../observability/message-trace.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import type { ConsumerHealth } from "../observability/health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
@@ -236,7 +236,7 @@ export class InboxConsumer<E, Tx> {
     }
     // The spans end with each delivery's settled outcome, even when a callback throws meanwhile.
     let settled = outcomes;
-    try { settled = await this.settler.settle(batch, outcomes); } finally { endProcessSpans(messages, settled); }
+    try { settled = await this.settler.settle(batch, outcomes); } finally { endProcessSpansSoon(messages, settled); }
   }
 
   /**

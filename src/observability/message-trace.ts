@@ -160,8 +160,19 @@ export function isTraced(message: IncomingMessage): boolean {
   return t !== undefined && (t.span !== undefined || t.upstream);
 }
 
+/**
+ * Ends the process spans of a settled batch with what became of each message, at the time of
+ * this call but on the next turn of the event loop: recording and ending a span per message
+ * would otherwise delay the next batch's transaction, which starts as this batch is settled.
+ */
+export function endProcessSpansSoon(messages: readonly IncomingMessage[], outcomes: readonly Outcome[]): void {
+  if (!tracingApi()) return;
+  const settledAt = performance.now();
+  setImmediate(() => endProcessSpans(messages, outcomes, settledAt));
+}
+
 /** Ends the process spans of a settled batch with what became of each message. */
-export function endProcessSpans(messages: readonly IncomingMessage[], outcomes: readonly Outcome[]): void {
+export function endProcessSpans(messages: readonly IncomingMessage[], outcomes: readonly Outcome[], endTime?: number): void {
   const batches = new Map<BatchTrace, Outcome[]>();
   messages.forEach((message, i) => {
     const t = traces.get(message);
@@ -174,12 +185,12 @@ export function endProcessSpans(messages: readonly IncomingMessage[], outcomes: 
       if (outcome) settled.push(outcome);
     }
     if (!t.span) return;
-    if (outcome) recordOutcome(t.span, outcome);
-    t.span.end();
+    if (outcome) recordOutcome(t.span, outcome, endTime);
+    t.span.end(endTime);
   });
   for (const [batch, settled] of batches) {
-    recordBatchOutcomes(batch.span, settled);
-    batch.span.end();
+    recordBatchOutcomes(batch.span, settled, endTime);
+    batch.span.end(endTime);
   }
 }
 
@@ -202,7 +213,7 @@ export function failProcessSpans(messages: readonly IncomingMessage[], error: un
 }
 
 /** A batch's span counts its outcomes by kind, and tells each one that is not applied or a duplicate as an event. */
-function recordBatchOutcomes(span: Span, outcomes: readonly Outcome[]): void {
+function recordBatchOutcomes(span: Span, outcomes: readonly Outcome[], at: number | undefined): void {
   if (!span.isRecording()) return;
   const counts: Record<string, number> = {};
   for (const outcome of outcomes) {
@@ -212,13 +223,13 @@ function recordBatchOutcomes(span: Span, outcomes: readonly Outcome[]): void {
       ...(outcome.key ? { [ATTR.tenant]: outcome.key.tenant, [ATTR.eventId]: outcome.key.eventId } : {}),
       ...(outcome.kind === "quarantined" ? { [ATTR.quarantineReason]: outcome.reason } : {}),
       ...("detail" in outcome ? { "rabbit_inbox.detail": outcome.detail.slice(0, 300) } : {}),
-    });
+    }, at);
   }
   span.setAttributes(counts);
   if (counts[`${ATTR.outcomeCount}.requeue`]) markError(span, "deliveries given back to the broker");
 }
 
-function recordOutcome(span: Span, outcome: Outcome): void {
+function recordOutcome(span: Span, outcome: Outcome, at: number | undefined): void {
   if (!span.isRecording()) return;
   // One call for all of them: the SDK checks and copies attributes per call.
   span.setAttributes({
@@ -229,10 +240,10 @@ function recordOutcome(span: Span, outcome: Outcome): void {
   });
   switch (outcome.kind) {
     case "quarantined":
-      span.addEvent("quarantined", { [ATTR.quarantineReason]: outcome.reason, "rabbit_inbox.detail": outcome.detail.slice(0, 300) });
+      span.addEvent("quarantined", { [ATTR.quarantineReason]: outcome.reason, "rabbit_inbox.detail": outcome.detail.slice(0, 300) }, at);
       break;
     case "delayed":
-      span.addEvent("delayed retry scheduled", { "rabbit_inbox.detail": outcome.detail.slice(0, 300) });
+      span.addEvent("delayed retry scheduled", { "rabbit_inbox.detail": outcome.detail.slice(0, 300) }, at);
       break;
     case "requeue":
       markError(span, "given back to the broker");

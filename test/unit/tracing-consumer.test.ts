@@ -7,6 +7,8 @@
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { trace } from "@opentelemetry/api";
 import { PermanentEventError } from "../../src/core/errors.js";
+import type { IncomingMessage } from "../../src/core/incoming-message.js";
+import { endProcessSpansSoon, startProcessSpans } from "../../src/observability/message-trace.js";
 import { Outbox } from "../../src/outbox/outbox.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
@@ -229,6 +231,31 @@ describe("spans of deliveries that did not settle as decided", () => {
     await until(() => consumer.outcomeCounts.duplicate === 1, "the redelivery's duplicate");
     await until(() => sdk.spans().filter((s) => s.name === "process work").length === 2, "both deliveries' spans ended");
     expect(sdk.spans().filter((s) => s.name === "process work").map((s) => s.attributes["rabbit_inbox.outcome"])).toEqual(["applied", "duplicate"]);
+  });
+});
+
+describe("ending a settled batch's spans", () => {
+  it("ends them on the next turn of the event loop, stamped with the time the batch was settled", async () => {
+    const producer = producerTraceparent();
+    sdk.reset();
+    const message = {
+      body: Buffer.from("{}"), contentType: "application/json", contentEncoding: undefined,
+      delivery: { queue: "work", redelivered: false, headers: { traceparent: producer.traceparent } },
+      describeProperties: () => "{}",
+    } as unknown as IncomingMessage;
+    startProcessSpans([{ incoming: message }], () => ({ queue: "work", exchange: "", routingKey: "work", deliveryTag: 1, handler: "tracer" }));
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    const settledAt = performance.now() - 40;
+    const now = vi.spyOn(performance, "now").mockReturnValueOnce(settledAt);
+    endProcessSpansSoon([message], [{ kind: "applied", key: { tenant: "t1", eventId: "e-1" } }]);
+    now.mockRestore();
+    expect(sdk.spans()).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    const span = sdk.one("process work");
+    const endMs = span.endTime[0] * 1000 + span.endTime[1] / 1e6;
+    // 40 ms before the call, as stamped, not when the span was ended.
+    expect(Math.abs(endMs - (performance.timeOrigin + settledAt))).toBeLessThan(5);
+    expect(span.attributes["rabbit_inbox.outcome"]).toBe("applied");
   });
 });
 
