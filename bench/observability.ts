@@ -44,10 +44,10 @@ export function producerTraceRatio(value = process.env.BENCH_TRACE_RATIO): numbe
   return ratio;
 }
 
-/** BENCH_PROCESS_SPANS: the consumer's `processSpans` in the observed scenario (default: the library's, `message`). */
-export function benchProcessSpans(value = process.env.BENCH_PROCESS_SPANS): "message" | "batch" {
-  if (value === undefined || value === "" || value === "message") return "message";
-  if (value === "batch") return value;
+/** BENCH_PROCESS_SPANS: the consumer's `processSpans` in the observed scenario; unset: the library's default (`batch`). */
+export function benchProcessSpans(value = process.env.BENCH_PROCESS_SPANS): "message" | "batch" | undefined {
+  if (value === undefined || value === "") return undefined;
+  if (value === "message" || value === "batch") return value;
   throw new Error(`BENCH_PROCESS_SPANS=${value}: expected message or batch`);
 }
 

@@ -11,8 +11,8 @@
  *   observed     batched with Prometheus metrics and OpenTelemetry tracing on (only with --only);
  *                with it, batched and observed both consume events carrying a producer's
  *                traceparent (BENCH_TRACE_RATIO of them sampled, default 1), and BENCH_OBSERVE
- *                (both, metrics, tracing) says which half is on; BENCH_PROCESS_SPANS=batch gives the
- *                consumer a process span per batch instead of per message
+ *                (both, metrics, tracing) says which half is on; BENCH_PROCESS_SPANS=message gives the
+ *                consumer a process span per message instead of per batch
  * Each scenario runs once untimed (--warmup messages) before the first timed run; the runs are
  * rounds of every scenario in turn, and the ratios are computed within each round. See
  * BENCHMARKS.md for the method and the commands behind each published figure.

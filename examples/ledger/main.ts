@@ -23,7 +23,8 @@
  *                       printed at start); unset: no server, and prom-client is not loaded
  *   LEDGER_METRICS_HOST the address it listens on, default 127.0.0.1
  *   OTEL_*              traces, when the OpenTelemetry SDK packages are installed: see ./tracing.ts
- *   LEDGER_PROCESS_SPANS  message (default): a process span per event; batch: one per batch, linked to each event's producer
+ *   LEDGER_PROCESS_SPANS  batch: a process span per batch, linked to each event's producer; message: one per event, its
+ *                       producer's child. Default: the library's (batch; message when LEDGER_BATCH_SIZE is 1)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
 import {
@@ -88,8 +89,10 @@ async function main(): Promise<void> {
   const batchSize = positiveInt("LEDGER_BATCH_SIZE", 500);
   const prefetch = positiveInt("LEDGER_PREFETCH", Math.max(200, 2 * batchSize));
   const retryDelaysMs = positiveIntList("LEDGER_RETRY_DELAYS_MS");
-  const processSpans = process.env.LEDGER_PROCESS_SPANS || "message";
-  if (processSpans !== "message" && processSpans !== "batch") throw new Error(`LEDGER_PROCESS_SPANS must be message or batch, got ${JSON.stringify(processSpans)}`);
+  const processSpans = process.env.LEDGER_PROCESS_SPANS || undefined;
+  if (processSpans !== undefined && processSpans !== "message" && processSpans !== "batch") {
+    throw new Error(`LEDGER_PROCESS_SPANS must be message or batch, got ${JSON.stringify(processSpans)}`);
+  }
   const partitionText = process.env.LEDGER_PARTITIONS;
   const partitions = partitionText ? positiveInt("LEDGER_PARTITIONS", 1) : undefined;
   // Partitions are quorum queues unless asked otherwise: they must outlive a broker node.
@@ -120,7 +123,7 @@ async function main(): Promise<void> {
     : undefined;
   if (!relay) logger.warn("this database has no transactional outbox yet: balance.changed is not published", { database: db.description });
   const consumer = new InboxConsumer({
-    url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch, processSpans,
+    url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch, ...(processSpans ? { processSpans } : {}),
     ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : partitions ? { queueArguments: { "x-queue-type": "classic" } } : {}),
     ...(partitions ? { partitions: { count: partitions } } : {}),
     ...(fault ? { hook: faultInjection(fault) } : {}),

@@ -1,8 +1,8 @@
 /**
  * The ledger turns tracing on from OTEL_* variables when the SDK packages are installed (here:
  * the console exporter of @opentelemetry/sdk-trace-node, a dev dependency): its spans are
- * printed under the producer's trace id, and the balance.changed message its relay publishes
- * carries that trace. Without OTEL_* variables it prints no span and invents no traceparent.
+ * printed, per message under the producer's trace or per batch (the default) linked to it, and
+ * the balance.changed message its relay publishes carries that trace. Without OTEL_* variables it prints no span and invents no traceparent.
  * Real broker, SQLite, the ledger as a child process.
  */
 import { randomBytes } from "node:crypto";
@@ -34,8 +34,10 @@ async function adjustWithTraceparent(queue: string): Promise<void> {
 }
 
 describe("the ledger's tracing from OTEL_* variables", () => {
-  it("OTEL_TRACES_EXPORTER=console: spans under the producer's trace, and balance.changed carries it", async () => {
-    const { ledger, queue } = await ledgerWith({ OTEL_TRACES_EXPORTER: "console", OTEL_SERVICE_NAME: "ledger-under-test", OTEL_BSP_SCHEDULE_DELAY: "100" });
+  it("OTEL_TRACES_EXPORTER=console, LEDGER_PROCESS_SPANS=message: spans under the producer's trace, and balance.changed carries it", async () => {
+    const { ledger, queue } = await ledgerWith({
+      OTEL_TRACES_EXPORTER: "console", OTEL_SERVICE_NAME: "ledger-under-test", OTEL_BSP_SCHEDULE_DELAY: "100", LEDGER_PROCESS_SPANS: "message",
+    });
     expect(ledger.logs.some((l) => l.msg === "tracing on" && l.exporter === "console")).toBe(true);
     await adjustWithTraceparent(queue);
     await ledger.waitForSettled(2);
@@ -53,8 +55,8 @@ describe("the ledger's tracing from OTEL_* variables", () => {
     expect(printed).toContain("ledger-under-test");
   });
 
-  it("LEDGER_PROCESS_SPANS=batch: one span for the batch, and balance.changed still carries the producer's trace", async () => {
-    const { ledger, queue } = await ledgerWith({ OTEL_TRACES_EXPORTER: "console", OTEL_BSP_SCHEDULE_DELAY: "100", LEDGER_PROCESS_SPANS: "batch" });
+  it("by default: one span per batch, and balance.changed still carries the producer's trace", async () => {
+    const { ledger, queue } = await ledgerWith({ OTEL_TRACES_EXPORTER: "console", OTEL_BSP_SCHEDULE_DELAY: "100" });
     await adjustWithTraceparent(queue);
     await ledger.waitForSettled(2);
     const changed: Awaited<ReturnType<typeof drainQueue>> = [];

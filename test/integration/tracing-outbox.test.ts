@@ -46,8 +46,8 @@ describe("a trace through the outbox, across a relay restart", () => {
     },
   };
 
-  async function consumer(): Promise<InboxConsumer<{ tenant: string; event_id: string }, unknown>> {
-    const c = new InboxConsumer({ url: amqpUrl, queue, store, handler, logger: silentLogger, retryDelaysMs: [] });
+  async function consumer(processSpans?: "message" | "batch"): Promise<InboxConsumer<{ tenant: string; event_id: string }, unknown>> {
+    const c = new InboxConsumer({ url: amqpUrl, queue, store, handler, logger: silentLogger, retryDelaysMs: [], ...(processSpans ? { processSpans } : {}) });
     await c.start();
     closers.push(() => c.stop());
     return c;
@@ -59,13 +59,13 @@ describe("a trace through the outbox, across a relay restart", () => {
     return r;
   }
 
-  it("continues the producer's trace through the consumer, the stored row and a new relay, to the downstream message", async () => {
+  it("continues the producer's trace through the consumer, the stored row and a new relay, to the downstream message (spans per message)", async () => {
     const tap = await ExchangeTap.open(target);
     closers.push(() => tap.close({ deleteExchange: true }));
     const first = relay();
     await first.start();
     await first.stop();
-    const c = await consumer();
+    const c = await consumer("message");
     const producer = producerTraceparent();
     await publishAll(queue, [{ tenant: "t1", event_id: "e-1" }], { headers: { traceparent: producer.traceparent } });
     await waitFor(() => c.outcomeCounts.applied === 1, 10_000, "applied");
@@ -92,8 +92,37 @@ describe("a trace through the outbox, across a relay restart", () => {
     expect(parseTraceparent(downstream!.headers.traceparent)).toEqual({ traceId: producer.traceId, spanId: relayed.spanContext().spanId });
   });
 
-  it("puts the trace on the quarantine copy in the real quarantine queue", async () => {
+  it("continues the producer's trace from the stored row through a new relay to the downstream message (spans per batch, the default)", async () => {
+    const tap = await ExchangeTap.open(target);
+    closers.push(() => tap.close({ deleteExchange: true }));
+    const first = relay();
+    await first.start();
+    await first.stop();
     const c = await consumer();
+    const producer = producerTraceparent();
+    await publishAll(queue, [{ tenant: "t1", event_id: "e-1" }], { headers: { traceparent: producer.traceparent } });
+    await waitFor(() => c.outcomeCounts.applied === 1, 10_000, "applied");
+    expect(tap.messages).toEqual([]);
+
+    await relay().start();
+    const [downstream] = await tap.waitForCount(1);
+    await waitFor(() => sdk.spans().some((s) => s.name === `publish ${target}`), 10_000, "relay span ended");
+
+    const batch = sdk.one(`process ${queue}`);
+    const transaction = sdk.one("transaction traced");
+    const relayed = sdk.one(`publish ${target}`);
+    // The consumer's side is a trace of its own, linked to the producer's span.
+    expect(parentSpanId(batch)).toBeUndefined();
+    expect(batch.links.map((l) => l.context)).toMatchObject([{ traceId: producer.traceId, spanId: producer.spanId }]);
+    expect(parentSpanId(transaction)).toBe(batch.spanContext().spanId);
+    // The row stored the producer's context: the relay's publish is its child, in its trace.
+    expect(relayed.spanContext().traceId).toBe(producer.traceId);
+    expect(parentSpanId(relayed)).toBe(producer.spanId);
+    expect(parseTraceparent(downstream!.headers.traceparent)).toEqual({ traceId: producer.traceId, spanId: relayed.spanContext().spanId });
+  });
+
+  it("puts the trace on the quarantine copy in the real quarantine queue", async () => {
+    const c = await consumer("message");
     const producer = producerTraceparent();
     await publishAll(queue, [{ tenant: "t1", event_id: "never-1" }], { headers: { traceparent: producer.traceparent } });
     await waitFor(() => c.outcomeCounts.quarantined === 1, 10_000, "quarantined");

@@ -1,5 +1,5 @@
 /**
- * `processSpans: "batch"` with a real OpenTelemetry SDK, over the in-memory broker: one process
+ * `processSpans: "batch"` (the default of a batched consumer) with a real OpenTelemetry SDK, over the in-memory broker: one process
  * span per batch, a root linked to each delivery's producer span, the transaction its child, the
  * outcomes counted on it, and each event's publishes and copies still continuing its own
  * producer's trace.
@@ -117,23 +117,44 @@ describe("process spans per batch", () => {
     expect(outboxHeaders(store, 0).traceparent).toBe(traceparent);
   });
 
+  it("is the default of a batched consumer; strict mode (batches of one) makes a span per message", async () => {
+    const batched = env.build({ handler: batchHandler, store: storeWithOutbox() });
+    await batched.consumer.start();
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent("a").traceparent } });
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "the batched consumer's span");
+    expect(sdk.one("process work").attributes["messaging.batch.message_count"]).toBe(1);
+    expect(parentSpanId(sdk.one("process work"))).toBeUndefined();
+    await batched.consumer.stop();
+
+    sdk.reset();
+    const strict = env.build({ handler: batchHandler, store: storeWithOutbox(), batchSize: 1 });
+    await strict.consumer.start();
+    const b = producerTraceparent("b");
+    sdk.reset();
+    broker.publishJson("work", event("e-2"), { headers: { traceparent: b.traceparent } });
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "the strict consumer's span");
+    expect(parentSpanId(sdk.one("process work"))).toBe(b.spanId);
+    expect(sdk.one("process work").attributes["rabbit_inbox.event_id"]).toBe("e-2");
+  });
+
   it("refuses an unknown processSpans value before anything connects", () => {
     expect(() => env.build({ handler: batchHandler, processSpans: "delivery" as never })).toThrow(InboxConfigError);
     expect(() => env.build({ handler: batchHandler, processSpans: "delivery" as never })).toThrow(/processSpans must be "message" or "batch", got delivery/);
   });
 });
 
-describe("process spans per message with a tracestate", () => {
-  it("reads the message through the propagator, so the row carries the producer's tracestate on", async () => {
+describe("a delivery with a tracestate", () => {
+  const handler: InboxHandler<TestEvent, MemoryHandle> = {
+    name: "tracer",
+    async handle(e, ctx) {
+      if (e.event_id.startsWith("never")) throw new PermanentEventError("account_closed", "closed");
+      await ctx.publish("downstream", "event.applied", { id: e.event_id });
+    },
+  };
+
+  it("is read through the propagator, so the row carries the producer's tracestate on (spans per message)", async () => {
     const store = storeWithOutbox();
-    const handler: InboxHandler<TestEvent, MemoryHandle> = {
-      name: "tracer",
-      async handle(e, ctx) {
-        if (e.event_id.startsWith("never")) throw new PermanentEventError("account_closed", "closed");
-        await ctx.publish("downstream", "event.applied", { id: e.event_id });
-      },
-    };
-    const { consumer } = env.build({ handler, store });
+    const { consumer } = env.build({ handler, store, processSpans: "message" });
     const a = producerTraceparent("a");
     await consumer.start();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: a.traceparent, tracestate: "vendor=opaque" } });
@@ -141,5 +162,15 @@ describe("process spans per message with a tracestate", () => {
     await until(() => sdk.spans().some((s) => s.name === "process work"), "process span ended");
     expect(parentSpanId(sdk.one("process work"))).toBe(a.spanId);
     expect(outboxHeaders(store, 0).tracestate).toBe("vendor=opaque");
+  });
+
+  it("is carried on to the row with spans per batch too", async () => {
+    const store = storeWithOutbox();
+    const { consumer } = env.build({ handler, store, processSpans: "batch" });
+    const a = producerTraceparent("a");
+    await consumer.start();
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: a.traceparent, tracestate: "vendor=opaque" } });
+    await until(() => consumer.outcomeCounts.applied === 1, "applied");
+    expect(outboxHeaders(store, 0)).toMatchObject({ traceparent: a.traceparent, tracestate: "vendor=opaque" });
   });
 });

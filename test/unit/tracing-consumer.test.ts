@@ -1,8 +1,9 @@
 /**
- * Traces of the consumer with a real OpenTelemetry SDK, over the in-memory broker: a process
- * span per delivery under the producer's `traceparent`, the transaction as its child, the
- * outcome on the span, the context stored with the outbox rows a handler writes, and the
- * quarantine and delayed-retry copies published in spans of their own whose context they carry.
+ * Traces of the consumer with a real OpenTelemetry SDK, over the in-memory broker, with
+ * `processSpans: "message"`: a process span per delivery under the producer's `traceparent`,
+ * the transaction as its child, the outcome on the span, the context stored with the outbox
+ * rows a handler writes, and the quarantine and delayed-retry copies published in spans of
+ * their own whose context they carry.
  */
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { trace } from "@opentelemetry/api";
@@ -22,6 +23,8 @@ const sdk = registerTracingSdk();
 afterAll(() => sdk.shutdown());
 
 const env = fakeBrokerPerTest();
+/** These tests are about spans per message, which strict mode gets by default and a batched consumer by asking. */
+const build = (options: Parameters<typeof env.build>[0] = {}) => env.build({ processSpans: "message", ...options });
 let broker: FakeBroker;
 beforeEach(() => {
   broker = env.broker;
@@ -53,7 +56,7 @@ function storeWithOutbox(): MemoryStore {
 describe("consume spans", () => {
   it("continues the producer's trace: process span, transaction span, and the outbox row carries the transaction's context", async () => {
     const store = storeWithOutbox();
-    const { consumer } = env.build({ handler: publishingHandler(), store });
+    const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     const producer = producerTraceparent();
     broker.publishJson("work", event("e-1"), { messageId: "m-1", headers: { traceparent: producer.traceparent } });
@@ -81,7 +84,7 @@ describe("consume spans", () => {
 
   it("marks a duplicate on its span, and writes no outbox row for it", async () => {
     const store = storeWithOutbox();
-    const { consumer } = env.build({ handler: publishingHandler(), store });
+    const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });
     await until(() => consumer.outcomeCounts.applied === 1, "applied");
@@ -97,7 +100,7 @@ describe("consume spans", () => {
 
   it("starts a new trace for a message without traceparent, and its outbox row carries that trace", async () => {
     const store = storeWithOutbox();
-    const { consumer } = env.build({ handler: publishingHandler(), store });
+    const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
     await until(() => consumer.outcomeCounts.applied === 1, "applied");
@@ -110,7 +113,7 @@ describe("consume spans", () => {
 
   it("makes no span for a message whose producer sampled its trace out, and its outbox row carries that decision on", async () => {
     const store = storeWithOutbox();
-    const { consumer } = env.build({ handler: publishingHandler(), store });
+    const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
     const spanId = "00f067aa0ba902b7";
@@ -139,7 +142,7 @@ describe("consume spans", () => {
         return [];
       },
     };
-    const { consumer } = env.build({ handler, store, batchSize: 2, prefetch: 2 });
+    const { consumer } = build({ handler, store, batchSize: 2, prefetch: 2 });
     const a = producerTraceparent("a");
     const b = producerTraceparent("b");
     await consumer.start();
@@ -162,7 +165,7 @@ describe("consume spans", () => {
 
 describe("copies published by the consumer", () => {
   it("publishes the quarantine copy in a span under the process span, the copy carrying that span's context", async () => {
-    const { consumer } = env.build({ handler: publishingHandler(), store: storeWithOutbox() });
+    const { consumer } = build({ handler: publishingHandler(), store: storeWithOutbox() });
     await consumer.start();
     const producer = producerTraceparent();
     broker.publishJson("work", event("never-1"), { headers: { traceparent: producer.traceparent } });
@@ -187,7 +190,7 @@ describe("copies published by the consumer", () => {
 
   it("publishes a delayed-retry copy in a span too, the copy carrying its context", async () => {
     const handler: InboxHandler<TestEvent, MemoryHandle> = { name: "tracer", handle: () => Promise.reject(new Error("ECONNRESET flaky")) };
-    const { consumer } = env.build({ handler, retryDelaysMs: [1000] });
+    const { consumer } = build({ handler, retryDelaysMs: [1000] });
     await consumer.start();
     const producer = producerTraceparent();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: producer.traceparent } });
@@ -208,7 +211,7 @@ describe("spans of deliveries that did not settle as decided", () => {
   it("records requeue, not quarantined, on the span of a delivery whose quarantine copy the broker refused", async () => {
     let refusals = 1;
     broker.confirmPolicy = (routingKey) => !(routingKey === "work.quarantine" && refusals-- > 0);
-    const { consumer } = env.build({ handler: publishingHandler(), store: storeWithOutbox() });
+    const { consumer } = build({ handler: publishingHandler(), store: storeWithOutbox() });
     await consumer.start();
     broker.publishJson("work", event("never-1"), { headers: { traceparent: producerTraceparent().traceparent } });
     await until(() => consumer.outcomeCounts.quarantined === 1, "quarantined on its return");
@@ -222,7 +225,7 @@ describe("spans of deliveries that did not settle as decided", () => {
 
   it("ends the span of a delivery whose onOutcome callback threw while it settled", async () => {
     let throws = 1;
-    const { consumer } = env.build({
+    const { consumer } = build({
       handler: publishingHandler(), store: storeWithOutbox(),
       onOutcome: () => { if (throws-- > 0) throw new Error("metrics exporter crashed"); },
     });
