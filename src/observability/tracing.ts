@@ -61,7 +61,7 @@ export function exchangeLabel(exchange: string): string {
 }
 
 /** Reads `traceparent` / `tracestate` from AMQP headers, which amqplib may hand over as Buffers. */
-const amqpHeaderGetter: TextMapGetter<Record<string, unknown>> = {
+export const amqpHeaderGetter: TextMapGetter<Record<string, unknown>> = {
   keys: (carrier) => Object.keys(carrier),
   get: (carrier, key) => {
     const value = carrier[key];

@@ -59,13 +59,17 @@ describe("a trace through the outbox, across a relay restart", () => {
     return r;
   }
 
-  it("continues the producer's trace through the consumer, the stored row and a new relay, to the downstream message (spans per message)", async () => {
+  /**
+   * An event with a producer's traceparent applied while no relay runs (one started and stopped
+   * before), then relayed by a new relay: the spans and the message that reached `target`.
+   */
+  async function throughANewRelay(processSpans?: "message" | "batch") {
     const tap = await ExchangeTap.open(target);
     closers.push(() => tap.close({ deleteExchange: true }));
     const first = relay();
     await first.start();
     await first.stop();
-    const c = await consumer("message");
+    const c = await consumer(processSpans);
     const producer = producerTraceparent();
     await publishAll(queue, [{ tenant: "t1", event_id: "e-1" }], { headers: { traceparent: producer.traceparent } });
     await waitFor(() => c.outcomeCounts.applied === 1, 10_000, "applied");
@@ -75,10 +79,14 @@ describe("a trace through the outbox, across a relay restart", () => {
     await relay().start();
     const [downstream] = await tap.waitForCount(1);
     await waitFor(() => sdk.spans().some((s) => s.name === `publish ${target}`), 10_000, "relay span ended");
+    return {
+      producer, downstream: downstream!,
+      process: sdk.one(`process ${queue}`), transaction: sdk.one("transaction traced"), relayed: sdk.one(`publish ${target}`),
+    };
+  }
 
-    const process = sdk.one(`process ${queue}`);
-    const transaction = sdk.one("transaction traced");
-    const relayed = sdk.one(`publish ${target}`);
+  it("continues the producer's trace through the consumer, the stored row and a new relay, to the downstream message (spans per message)", async () => {
+    const { producer, downstream, process, transaction, relayed } = await throughANewRelay("message");
     expect(parentSpanId(process)).toBe(producer.spanId);
     expect(parentSpanId(transaction)).toBe(process.spanContext().spanId);
     // The relay span's parent is the context stored with the row: the handler's transaction.
@@ -86,31 +94,14 @@ describe("a trace through the outbox, across a relay restart", () => {
     for (const span of [process, transaction, relayed]) expect(span.spanContext().traceId).toBe(producer.traceId);
     expect(relayed.attributes).toMatchObject({
       "messaging.system": "rabbitmq", "messaging.operation.type": "send", "messaging.destination.name": target,
-      "messaging.rabbitmq.destination.routing_key": "event.applied", "messaging.message.id": downstream!.messageId,
+      "messaging.rabbitmq.destination.routing_key": "event.applied", "messaging.message.id": downstream.messageId,
     });
     // The downstream consumer continues from the relay's publish, not from the stored context.
-    expect(parseTraceparent(downstream!.headers.traceparent)).toEqual({ traceId: producer.traceId, spanId: relayed.spanContext().spanId });
+    expect(parseTraceparent(downstream.headers.traceparent)).toEqual({ traceId: producer.traceId, spanId: relayed.spanContext().spanId });
   });
 
   it("continues the producer's trace from the stored row through a new relay to the downstream message (spans per batch, the default)", async () => {
-    const tap = await ExchangeTap.open(target);
-    closers.push(() => tap.close({ deleteExchange: true }));
-    const first = relay();
-    await first.start();
-    await first.stop();
-    const c = await consumer();
-    const producer = producerTraceparent();
-    await publishAll(queue, [{ tenant: "t1", event_id: "e-1" }], { headers: { traceparent: producer.traceparent } });
-    await waitFor(() => c.outcomeCounts.applied === 1, 10_000, "applied");
-    expect(tap.messages).toEqual([]);
-
-    await relay().start();
-    const [downstream] = await tap.waitForCount(1);
-    await waitFor(() => sdk.spans().some((s) => s.name === `publish ${target}`), 10_000, "relay span ended");
-
-    const batch = sdk.one(`process ${queue}`);
-    const transaction = sdk.one("transaction traced");
-    const relayed = sdk.one(`publish ${target}`);
+    const { producer, downstream, process: batch, transaction, relayed } = await throughANewRelay();
     // The consumer's side is a trace of its own, linked to the producer's span.
     expect(parentSpanId(batch)).toBeUndefined();
     expect(batch.links.map((l) => l.context)).toMatchObject([{ traceId: producer.traceId, spanId: producer.spanId }]);
@@ -118,7 +109,7 @@ describe("a trace through the outbox, across a relay restart", () => {
     // The row stored the producer's context: the relay's publish is its child, in its trace.
     expect(relayed.spanContext().traceId).toBe(producer.traceId);
     expect(parentSpanId(relayed)).toBe(producer.spanId);
-    expect(parseTraceparent(downstream!.headers.traceparent)).toEqual({ traceId: producer.traceId, spanId: relayed.spanContext().spanId });
+    expect(parseTraceparent(downstream.headers.traceparent)).toEqual({ traceId: producer.traceId, spanId: relayed.spanContext().spanId });
   });
 
   it("puts the trace on the quarantine copy in the real quarantine queue", async () => {

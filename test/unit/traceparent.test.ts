@@ -5,22 +5,15 @@
  */
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { ROOT_CONTEXT, type TextMapGetter, trace } from "@opentelemetry/api";
+import { ROOT_CONTEXT, trace } from "@opentelemetry/api";
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from "@opentelemetry/core";
 import { quickTraceparent } from "../../src/observability/traceparent.js";
+import { amqpHeaderGetter } from "../../src/observability/tracing.js";
 
 const w3c = new W3CTraceContextPropagator();
 const W3C_FIELDS = w3c.fields();
-const getter: TextMapGetter<Record<string, unknown>> = {
-  keys: (carrier) => Object.keys(carrier),
-  get: (carrier, key) => {
-    const value = carrier[key];
-    if (typeof value === "string") return value;
-    if (Buffer.isBuffer(value)) return value.toString("utf8");
-    return undefined;
-  },
-};
-const byPropagator = (headers: Record<string, unknown>) => trace.getSpanContext(w3c.extract(ROOT_CONTEXT, headers, getter));
+/** What the propagator extracts through the library's header getter (a Buffer read as UTF-8). */
+const byPropagator = (headers: Record<string, unknown>) => trace.getSpanContext(w3c.extract(ROOT_CONTEXT, headers, amqpHeaderGetter));
 
 const VALID = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
