@@ -226,7 +226,7 @@ export class InboxConsumer<E, Tx> {
     let outcomes: Outcome[];
     const messages = batch.map((d) => d.incoming);
     const handler = this.pipeline.handlerName;
-    startProcessSpans(batch, (d) => ({ queue: d.consumer.queue, ...d.message.fields, handler }), this.settings.processSpans);
+    startProcessSpans(batch, (d) => ({ queue: d.consumer.queue, routingKey: d.message.fields.routingKey, deliveryTag: d.message.fields.deliveryTag, handler }), this.settings.processSpans);
     try {
       outcomes = await this.pipeline.process(messages);
     } catch (error) {

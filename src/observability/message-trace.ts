@@ -44,7 +44,6 @@ const traces = new WeakMap<IncomingMessage, MessageTrace>();
 
 export interface DeliveryFacts {
   queue: string;
-  exchange: string;
   routingKey: string;
   deliveryTag: number;
   handler: string;
@@ -57,7 +56,7 @@ type Carrier = { incoming: IncomingMessage };
  * headers carry, or one for the batch linked to each. `facts` is asked only for deliveries that get
  * a span (the first one in `batch` mode).
  */
-export function startProcessSpans<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts, mode: ProcessSpans = "message"): void {
+export function startProcessSpans<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts, mode: ProcessSpans): void {
   const otel = tracingApi();
   if (!otel || deliveries.length === 0) return;
   const fields = otel.propagation.fields();
@@ -173,7 +172,7 @@ export function endProcessSpansSoon(messages: readonly IncomingMessage[], outcom
 }
 
 /** Ends the process spans of a settled batch with what became of each message. */
-export function endProcessSpans(messages: readonly IncomingMessage[], outcomes: readonly Outcome[], endTime?: number): void {
+function endProcessSpans(messages: readonly IncomingMessage[], outcomes: readonly Outcome[], endTime?: number): void {
   const batches = new Map<BatchTrace, Outcome[]>();
   messages.forEach((message, i) => {
     const t = traces.get(message);

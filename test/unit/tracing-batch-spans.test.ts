@@ -137,6 +137,35 @@ describe("process spans per batch", () => {
     expect(sdk.one("process work").attributes["rabbit_inbox.event_id"]).toBe("e-2");
   });
 
+  it("ends the batch's span with status error when the pipeline rejects the batch", async () => {
+    const configError = new InboxConfigError("handleBatch rejected index 7, outside the batch of 1");
+    const handler: InboxHandler<TestEvent, MemoryHandle> = { name: "tracer", handleBatch: () => Promise.reject(configError) };
+    const { consumer } = env.build({ handler, store: storeWithOutbox() });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent("a").traceparent } });
+    await expect(consumer.whenStopped()).rejects.toBe(configError);
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "batch span ended");
+    const process = sdk.one("process work");
+    expect(process.status).toEqual({ code: 2, message: "the pipeline rejected the batch; deliveries given back unsettled" });
+    expect(process.events.map((e) => e.name)).toEqual(["exception"]);
+  });
+
+  it("counts a delivery given back because the broker refused its quarantine copy, with status error", async () => {
+    let refusals = 1;
+    broker.confirmPolicy = (routingKey) => !(routingKey === "work.quarantine" && refusals-- > 0);
+    const { consumer } = env.build({ handler: batchHandler, store: storeWithOutbox() });
+    await consumer.start();
+    broker.publishJson("work", event("never-1"), { headers: { traceparent: producerTraceparent("a").traceparent } });
+    await until(() => consumer.outcomeCounts.quarantined === 1, "quarantined on its return");
+    await until(() => sdk.spans().filter((s) => s.name === "process work").length === 2, "both batches' spans ended");
+    const [refused, returned] = sdk.spans().filter((s) => s.name === "process work");
+    expect(refused!.attributes).toMatchObject({ "rabbit_inbox.outcome_count.requeue": 1 });
+    expect(refused!.attributes).not.toHaveProperty("rabbit_inbox.outcome_count.quarantined");
+    expect(refused!.status).toEqual({ code: 2, message: "deliveries given back to the broker" });
+    expect(refused!.events.map((e) => [e.name, e.attributes?.["rabbit_inbox.event_id"]])).toEqual([["requeue", "never-1"]]);
+    expect(returned!.attributes).toMatchObject({ "rabbit_inbox.outcome_count.quarantined": 1 });
+  });
+
   it("refuses an unknown processSpans value before anything connects", () => {
     expect(() => env.build({ handler: batchHandler, processSpans: "delivery" as never })).toThrow(InboxConfigError);
     expect(() => env.build({ handler: batchHandler, processSpans: "delivery" as never })).toThrow(/processSpans must be "message" or "batch", got delivery/);

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { trace } from "@opentelemetry/api";
-import { PermanentEventError } from "../../src/core/errors.js";
+import { InboxConfigError, PermanentEventError } from "../../src/core/errors.js";
 import type { IncomingMessage } from "../../src/core/incoming-message.js";
 import { endProcessSpansSoon, startProcessSpans } from "../../src/observability/message-trace.js";
 import { Outbox } from "../../src/outbox/outbox.js";
@@ -223,6 +223,17 @@ describe("spans of deliveries that did not settle as decided", () => {
     expect(returned!.attributes["rabbit_inbox.outcome"]).toBe("quarantined");
   });
 
+  it("ends the span with status error when the pipeline rejects the batch", async () => {
+    const configError = new InboxConfigError("handleBatch rejected index 7, outside the batch of 1");
+    const handler: InboxHandler<TestEvent, MemoryHandle> = { name: "tracer", handleBatch: () => Promise.reject(configError) };
+    const { consumer } = build({ handler, store: storeWithOutbox() });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });
+    await expect(consumer.whenStopped()).rejects.toBe(configError);
+    await until(() => sdk.spans().some((s) => s.name === "process work"), "process span ended");
+    expect(sdk.one("process work").status).toEqual({ code: 2, message: "the pipeline rejected the batch; delivery given back unsettled" });
+  });
+
   it("ends the span of a delivery whose onOutcome callback threw while it settled", async () => {
     let throws = 1;
     const { consumer } = build({
@@ -246,7 +257,7 @@ describe("ending a settled batch's spans", () => {
       delivery: { queue: "work", redelivered: false, headers: { traceparent: producer.traceparent } },
       describeProperties: () => "{}",
     } as unknown as IncomingMessage;
-    startProcessSpans([{ incoming: message }], () => ({ queue: "work", exchange: "", routingKey: "work", deliveryTag: 1, handler: "tracer" }));
+    startProcessSpans([{ incoming: message }], () => ({ queue: "work", routingKey: "work", deliveryTag: 1, handler: "tracer" }), "message");
     await new Promise((resolve) => setTimeout(resolve, 60));
     const settledAt = performance.now() - 40;
     const now = vi.spyOn(performance, "now").mockReturnValueOnce(settledAt);
