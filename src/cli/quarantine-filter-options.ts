@@ -1,4 +1,5 @@
 import { type Command, Option } from "commander";
+import { utcUnlessZoned } from "../quarantine/filter-time.js";
 import type { QuarantineFilter } from "../quarantine/quarantine-admin.js";
 import { parseDuration } from "../retention/duration.js";
 import { CliError } from "./cli-error.js";
@@ -85,9 +86,7 @@ export function parseTime(flag: string, text: string, now: Date): Date {
       // reported below
     }
   } else if (/^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/.test(trimmed)) {
-    // A time without a zone is read as UTC, like every time the command prints.
-    const zoned = /[T ]\d{2}:\d{2}/.test(trimmed) && !/(?:Z|[+-]\d{2}:?\d{2})$/.test(trimmed) ? `${trimmed.replace(" ", "T")}Z` : trimmed.replace(" ", "T");
-    const date = new Date(zoned);
+    const date = new Date(utcUnlessZoned(trimmed));
     if (!Number.isNaN(date.getTime())) return date;
   }
   throw new CliError(`${flag} takes an ISO time (2026-11-30T06:00:00Z, 2026-11-30) or a duration ago (90m, 2h, 1d), got ${JSON.stringify(text)}`, 2);

@@ -1,3 +1,4 @@
+import { utcUnlessZoned } from "../quarantine/filter-time.js";
 import type { QuarantineFilter, QuarantineStatus } from "../quarantine/quarantine-admin.js";
 
 /**
@@ -67,9 +68,7 @@ function positive(value: string | undefined, name: string): number | undefined {
 
 function date(value: string | undefined, name: string): Date | undefined {
   if (value === undefined) return undefined;
-  // A time without a zone (what a datetime-local field sends) is UTC, as every time the console
-  // and the command print: never the server's local time.
-  const d = new Date(/[T ]\d{2}:\d{2}/.test(value) && !/(?:Z|[+-]\d{2}:?\d{2})$/i.test(value) ? `${value.replace(" ", "T")}Z` : value);
+  const d = new Date(utcUnlessZoned(value));
   if (Number.isNaN(d.getTime())) throw new ConsoleRequestError(`${name} must be a date and time (ISO 8601, e.g. 2026-12-01T10:00:00Z), not ${JSON.stringify(value)}`);
   return d;
 }
