@@ -4,8 +4,9 @@
 #
 #   scripts/rabbitmq-cluster.sh [--name PREFIX] [--nodes N] [--port BASE] [--dir DIR] COMMAND
 #
-#   start        start every node of the set that is not running; a fresh set forms one cluster
-#                (nodes 2..N join node 1). A running set is reused.
+#   start        start every node of the set that is not running; nodes 2..N that are not members
+#                of node 1's cluster (a fresh set, or one left half-formed) are reset and join
+#                it. A running set is reused.
 #   stop         stop every node and delete the set's data: the next start is a fresh cluster
 #   kill N       kill -9 node N's Erlang VM (a real crash; its data stays)
 #   restart N    start node N again and wait until it runs; it rejoins the cluster by itself
@@ -168,26 +169,52 @@ await_node() { # node-number seconds
   done
 }
 
-start_nodes() { # node-numbers...: starts those not running, fresh ones join node 1
-  local n fresh=() launched=()
+# The cluster members node N records (running or not), one name a line.
+members_seen_by() { # node-number
+  ctl "$1" -q eval 'io:format("~s", [lists:join(" ", [atom_to_list(M) || M <- rabbit_mnesia:cluster_nodes(all)])]).' |
+    head -n 1 | sed 's/ok$//' | tr ' ' '\n'
+}
+
+start_nodes() { # node-numbers...: starts those not running; any outside node 1's cluster joins it
+  local n launched=() had_data=()
   prepare_layout
   for n in "$@"; do
+    [ -d "$(mnesia_dir "$n")" ] && had_data+=("$n")
     is_running "$n" && continue
-    [ -d "$(mnesia_dir "$n")" ] || fresh+=("$n")
     launch "$n"
     launched+=("$n")
   done
   for n in "${launched[@]}"; do await_node "$n" 300; done
-  local joiners=()
-  for n in "${fresh[@]}"; do [ "$n" = 1 ] || joiners+=("$n"); done
-  [ "${#joiners[@]}" -gt 0 ] || return 0
-  is_running 1 || die "$(node_name "${joiners[0]}") is new but $(node_name 1) is not running, so it cannot join; run 'stop' to reset the set"
-  # stop_app and start_app of different nodes run side by side; the joins themselves one at a
-  # time, each a schema change on node 1.
-  in_parallel "${joiners[@]}" -- -q stop_app
-  for n in "${joiners[@]}"; do ctl "$n" -q join_cluster "$(node_name 1)" >/dev/null 2>&1 || die "$(node_name "$n") could not join $(node_name 1)"; done
-  in_parallel "${joiners[@]}" -- -q start_app
-  for n in "${joiners[@]}"; do await_node "$n" 300; done
+  [ "$NODES" -gt 1 ] || return 0
+  # Membership is asked of both sides rather than guessed from a node's data directory: a run
+  # killed between a node's first boot and its join leaves a data directory behind, and that node
+  # would otherwise come back as a cluster of its own.
+  local candidates=()
+  for n in "$@"; do [ "$n" = 1 ] || candidates+=("$n"); done
+  [ "${#candidates[@]}" -gt 0 ] || return 0
+  is_running 1 || die "$(node_name 1) is not running, so $(node_name "${candidates[0]}") cannot be checked or join it; run 'stop' to reset the set"
+  local members outsiders=() remembered=()
+  members="$(members_seen_by 1)" || die "could not read the cluster members from $(node_name 1)"
+  for n in "${candidates[@]}"; do
+    if grep -qx "$(node_name "$n")" <<<"$members"; then
+      members_seen_by "$n" | grep -qx "$(node_name 1)" && continue
+      remembered+=("$n")
+    fi
+    outsiders+=("$n")
+    [[ " ${had_data[*]} " != *" $n "* ]] ||
+      echo "rabbitmq-cluster: $(node_name "$n") runs outside $(node_name 1)'s cluster; resetting it and joining" >&2
+  done
+  [ "${#outsiders[@]}" -gt 0 ] || return 0
+  # stop_app, reset and start_app of different nodes run side by side; the forgets and joins one
+  # at a time, each a schema change on node 1. The set's nodes are disposable: an outsider's own
+  # data goes (force_reset, because peers it remembers may be gone), and node 1 first forgets an
+  # outsider it still lists, or the join would be taken as already done.
+  in_parallel "${outsiders[@]}" -- -q stop_app
+  for n in "${remembered[@]}"; do ctl 1 -q forget_cluster_node "$(node_name "$n")" >/dev/null || die "$(node_name 1) could not forget $(node_name "$n")"; done
+  in_parallel "${outsiders[@]}" -- -q force_reset
+  for n in "${outsiders[@]}"; do ctl "$n" -q join_cluster "$(node_name 1)" >/dev/null 2>&1 || die "$(node_name "$n") could not join $(node_name 1)"; done
+  in_parallel "${outsiders[@]}" -- -q start_app
+  for n in "${outsiders[@]}"; do await_node "$n" 300; done
 }
 
 in_parallel() { # node-numbers... -- rabbitmqctl-args...: runs the command on each node at once

@@ -95,3 +95,26 @@ it("a quorum queue survives kill -9 of its leader's node: every confirmed messag
   expect((await cluster.drain(leader, queue)).map((m) => m.content.toString())).toEqual([]);
   expect((await cluster.quorumQueue(queue))?.messages).toBe(0);
 });
+
+it("a node left outside the cluster (a run killed between its first boot and its join) is reset and joins on the next start", async () => {
+  // Node 3 made a cluster of its own, forgotten by node 1: what a killed start leaves behind.
+  await cluster.ctl(3, "-q", "stop_app");
+  await cluster.ctl(1, "-q", "forget_cluster_node", cluster.nodeName(3));
+  await cluster.ctl(3, "-q", "force_reset");
+  await cluster.ctl(3, "-q", "start_app");
+  // Node 2 still listed by node 1, but no longer counting itself in: the other half-formed state.
+  await cluster.ctl(2, "-q", "stop_app");
+  await cluster.ctl(2, "-q", "force_reset");
+  await cluster.ctl(2, "-q", "start_app");
+  expect(await cluster.clusterMembers(3)).toEqual([3]);
+  expect(await cluster.clusterMembers(2)).toEqual([2]);
+  expect(await cluster.runningNodes()).toEqual([1, 2, 3]);
+
+  // Every VM runs, so a start that only launched stopped nodes would change nothing here.
+  await cluster.start();
+  for (const node of cluster.nodes) {
+    expect(await cluster.clusterMembers(node)).toEqual([1, 2, 3]);
+    expect(await cluster.clusterRunningNodes(node)).toEqual([1, 2, 3]);
+  }
+  for (const node of cluster.nodes) await cluster.waitForAmqp(node);
+});
