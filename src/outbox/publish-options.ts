@@ -20,9 +20,11 @@ export interface OutboxPublishOptions {
   priority?: number;
   appId?: string;
   /**
-   * Messages that share an ordering key (an aggregate id, an account...) are published one at a
-   * time, each only after the previous one was confirmed, in the order they were written.
-   * Default: no ordering constraint.
+   * Messages that share an ordering key (an aggregate id, an account...) reach their queues in
+   * the order they were written, and one is marked sent only after every earlier one was: the
+   * relay sends a key's next message right behind the previous one on the same channel when both
+   * go to the same exchange and routing key, else after the previous one's confirm (always so
+   * with the relay's `pipelineKeys: false`). Default: no ordering constraint.
    */
   orderingKey?: string;
   /**
