@@ -4,7 +4,7 @@
  * goes after its opening, so an event applied out of its account's order shows up (as an
  * `account_missing` quarantine and a wrong balance).
  */
-import type { LedgerMessage } from "../test/support/ledger/ledger-messages.js";
+import type { LedgerMessage } from "../examples/ledger/driver/ledger-messages.js";
 
 export class LedgerWorkload {
   /** Every published event's account balance so far, by account id. */

@@ -32,7 +32,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { ledgerExchangeNames, ledgerQueueNames } from "../test/support/ledger/ledger-topology.js";
+import { ledgerExchangeNames, ledgerQueueNames } from "../examples/ledger/driver/ledger-topology.js";
 import { BalanceChangedDrain } from "./balance-changed-drain.js";
 import { CPU_COUNT, type CpuCores, CpuByRole } from "./cpu-by-role.js";
 import { DedupProgress } from "./dedup-progress.js";

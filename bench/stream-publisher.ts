@@ -8,7 +8,7 @@
 import amqp from "amqplib";
 import type { ChannelModel, ConfirmChannel } from "amqplib";
 import { once } from "node:events";
-import { accountRoutingKey } from "../test/support/ledger/ledger-messages.js";
+import { accountRoutingKey } from "../examples/ledger/driver/ledger-messages.js";
 import type { LedgerWorkload } from "./ledger-workload.js";
 
 /** Unconfirmed publishes allowed at once: beyond that the stream waits (a broker that stalls slows it down). */

@@ -10,13 +10,13 @@ import { join, relative } from "node:path";
 import { describeError, redactSecrets } from "../../src/index.js";
 // The demo drives real ledger processes and reads the tables with the tests' own tools: it plays
 // a scenario and checks it, as a test does, but narrated.
-import { BrokerClient, headerText } from "../../test/support/ledger/broker-client.js";
-import { DEFAULT_AMQP_URL, REPO_ROOT } from "../../test/support/ledger/ledger-environment.js";
-import { type LedgerMessage, accountOpened, balanceAdjusted } from "../../test/support/ledger/ledger-messages.js";
-import { LedgerProcess, killAllLedgerProcesses } from "../../test/support/ledger/ledger-process.js";
-import { type LedgerTables, readLedgerTables } from "../../test/support/ledger/ledger-tables.js";
-import { ledgerExchangeNames, ledgerQueueNames } from "../../test/support/ledger/ledger-topology.js";
-import { waitUntil } from "../../test/support/ledger/wait-until.js";
+import { BrokerClient, headerText } from "./driver/broker-client.js";
+import { DEFAULT_AMQP_URL, REPO_ROOT } from "./driver/ledger-environment.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "./driver/ledger-messages.js";
+import { LedgerProcess, killAllLedgerProcesses } from "./driver/ledger-process.js";
+import { type LedgerTables, readLedgerTables } from "./driver/ledger-tables.js";
+import { ledgerExchangeNames, ledgerQueueNames } from "./driver/ledger-topology.js";
+import { waitUntil } from "./driver/wait-until.js";
 
 /** The ledger's delayed retries in the demo: short, so the refused adjustment settles in under a second. */
 const DEMO_RETRY_DELAYS_MS = [200, 500];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { BrokerClient } from "../support/ledger/broker-client.js";
-import type { LedgerProcess } from "../support/ledger/ledger-process.js";
-import { waitUntil } from "../support/ledger/wait-until.js";
+import { BrokerClient } from "../../examples/ledger/driver/broker-client.js";
+import type { LedgerProcess } from "../../examples/ledger/driver/ledger-process.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 import { brokerNodeLabel } from "../../src/index.js";
 import { cluster, clusterUrls, killNode, restartNode } from "../support/cluster.js";
 import { useLedgerTest } from "../support/ledger-harness.js";

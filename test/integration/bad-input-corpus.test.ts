@@ -6,8 +6,8 @@
  */
 import amqp from "amqplib";
 import { describe, expect, it } from "vitest";
-import { amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
-import { accountOpened } from "../support/ledger/ledger-messages.js";
+import { amqpUrlFromEnv } from "../../examples/ledger/driver/ledger-environment.js";
+import { accountOpened } from "../../examples/ledger/driver/ledger-messages.js";
 import { type CorpusCase, badInputCorpus, validControls } from "../corpus/bad-input-corpus.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { onSelectedDatabases } from "../support/test-databases.js";

@@ -11,8 +11,8 @@ import { promisify } from "node:util";
 import mysql from "mysql2/promise";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
-import { LedgerProcess } from "../support/ledger/ledger-process.js";
+import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
+import { LedgerProcess } from "../../examples/ledger/driver/ledger-process.js";
 import { seededRandom, useLedgerTest } from "../support/ledger-harness.js";
 import { type TestDatabaseKind, onSelectedDatabases } from "../support/test-databases.js";
 

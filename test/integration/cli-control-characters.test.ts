@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { cliQuarantine } from "../support/ledger/ledger-cli.js";
+import { cliQuarantine } from "../../examples/ledger/driver/ledger-cli.js";
 import { publishAll } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
 import { type CliRun, LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";

@@ -8,8 +8,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { cliBalances, cliQuarantine } from "../support/ledger/ledger-cli.js";
-import { readLedgerTables } from "../support/ledger/ledger-tables.js";
+import { cliBalances, cliQuarantine } from "../../examples/ledger/driver/ledger-cli.js";
+import { readLedgerTables } from "../../examples/ledger/driver/ledger-tables.js";
 import { publishAll } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, runRabbitInbox } from "../support/rabbit-inbox-cli.js";

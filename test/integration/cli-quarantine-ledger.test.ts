@@ -6,7 +6,7 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { readLedgerTables } from "../support/ledger/ledger-tables.js";
+import { readLedgerTables } from "../../examples/ledger/driver/ledger-tables.js";
 import { publishAll } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { type LedgerMessage, accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
-import type { SettledCounts } from "../support/ledger/ledger-process.js";
-import { waitUntil } from "../support/ledger/wait-until.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
+import type { SettledCounts } from "../../examples/ledger/driver/ledger-process.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 import { seededRandom, useLedgerTest } from "../support/ledger-harness.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 

@@ -2,9 +2,9 @@ import { execFile } from "node:child_process";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { BrokerClient } from "../support/ledger/broker-client.js";
-import { cliBalances, cliQuarantine } from "../support/ledger/ledger-cli.js";
-import { REPO_ROOT, amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
+import { BrokerClient } from "../../examples/ledger/driver/broker-client.js";
+import { cliBalances, cliQuarantine } from "../../examples/ledger/driver/ledger-cli.js";
+import { REPO_ROOT, amqpUrlFromEnv } from "../../examples/ledger/driver/ledger-environment.js";
 import { createPgSchema } from "../support/databases.js";
 
 interface Run { code: number; stdout: string; stderr: string }

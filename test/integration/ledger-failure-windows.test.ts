@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 

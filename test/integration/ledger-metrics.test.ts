@@ -5,8 +5,8 @@
  * what the ledger applied.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { amqpUrlFromEnv } from "../support/ledger/ledger-environment.js";
-import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { amqpUrlFromEnv } from "../../examples/ledger/driver/ledger-environment.js";
+import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { ExchangeTap } from "../support/outbox.js";
 import { parsePrometheusText, sampleValue } from "../support/prometheus-text.js";

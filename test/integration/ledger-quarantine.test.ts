@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { headerText } from "../support/ledger/broker-client.js";
-import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { headerText } from "../../examples/ledger/driver/broker-client.js";
+import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 

@@ -6,9 +6,9 @@
  * balance ends exact and nothing is quarantined as `account_missing`.
  */
 import { describe, expect, it } from "vitest";
-import { type LedgerMessage, accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
-import type { LedgerProcess, SettledCounts } from "../support/ledger/ledger-process.js";
-import { waitUntil } from "../support/ledger/wait-until.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
+import type { LedgerProcess, SettledCounts } from "../../examples/ledger/driver/ledger-process.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 
 const ACCOUNTS = 300;

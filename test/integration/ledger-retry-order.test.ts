@@ -6,7 +6,7 @@
  * delayed retries too, and applies after the opening. The balance ends right, nothing quarantined.
  */
 import { describe, expect, it } from "vitest";
-import { accountOpened, balanceAdjusted } from "../support/ledger/ledger-messages.js";
+import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
 import { type EventKey, InboxConsumer, silentLogger } from "../../src/index.js";
 import { amqpUrl, waitFor } from "../support/broker.js";

@@ -1,10 +1,10 @@
 import { afterEach, beforeEach } from "vitest";
-import { BrokerClient } from "./ledger/broker-client.js";
-import { type CliBalance, type CliQuarantine, cliBalances, cliQuarantine } from "./ledger/ledger-cli.js";
-import { LedgerProcess, type LedgerProcessOptions, killAllLedgerProcesses } from "./ledger/ledger-process.js";
-import { type LedgerTables, readLedgerTables } from "./ledger/ledger-tables.js";
-import { ledgerExchangeNames, ledgerQueueNames, partitionExchangeNames, randomQueueName } from "./ledger/ledger-topology.js";
-import type { ExitStatus } from "./ledger/wait-until.js";
+import { BrokerClient } from "../../examples/ledger/driver/broker-client.js";
+import { type CliBalance, type CliQuarantine, cliBalances, cliQuarantine } from "../../examples/ledger/driver/ledger-cli.js";
+import { LedgerProcess, type LedgerProcessOptions, killAllLedgerProcesses } from "../../examples/ledger/driver/ledger-process.js";
+import { type LedgerTables, readLedgerTables } from "../../examples/ledger/driver/ledger-tables.js";
+import { ledgerExchangeNames, ledgerQueueNames, partitionExchangeNames, randomQueueName } from "../../examples/ledger/driver/ledger-topology.js";
+import type { ExitStatus } from "../../examples/ledger/driver/wait-until.js";
 import { createEmptyDatabase } from "./databases.js";
 import type { TestDatabaseKind } from "./test-databases.js";
 

@@ -1,8 +1,8 @@
 import { expect } from "vitest";
-import type { BrokerClient } from "./ledger/broker-client.js";
-import { type LedgerMessage, accountOpened, balanceAdjusted } from "./ledger/ledger-messages.js";
-import type { LedgerProcess } from "./ledger/ledger-process.js";
-import { waitUntil } from "./ledger/wait-until.js";
+import type { BrokerClient } from "../../examples/ledger/driver/broker-client.js";
+import { type LedgerMessage, accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
+import type { LedgerProcess } from "../../examples/ledger/driver/ledger-process.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 import type { LedgerTestContext } from "./ledger-harness.js";
 import { outboxTableAt } from "./outbox.js";
 

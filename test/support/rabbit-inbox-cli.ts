@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach } from "vitest";
-import { ledgerExchangeNames, ledgerQueueNames } from "./ledger/ledger-topology.js";
+import { ledgerExchangeNames, ledgerQueueNames } from "../../examples/ledger/driver/ledger-topology.js";
 import { amqpUrl, deleteQueues, withChannel } from "./broker.js";
 
 /** The repository root: the command and the ledger run from here, as an operator would. */
