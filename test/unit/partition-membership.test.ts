@@ -219,6 +219,19 @@ describe("PartitionMembership, members that go", () => {
     await a.membership.leave();
     expect(a.membership.members()).toEqual(["a"]);
   });
+
+  it("says it is attached only between attach and detach or leave (what a readiness check reads)", async () => {
+    const a = replica("a");
+    expect(a.membership.attached).toBe(false);
+    await attachAlone(a);
+    expect(a.membership.attached).toBe(true);
+    a.membership.detach();
+    expect(a.membership.attached).toBe(false);
+    await attachAlone(a, await broker.connect("amqp://a-again"));
+    expect(a.membership.attached).toBe(true);
+    await a.membership.leave();
+    expect(a.membership.attached).toBe(false);
+  });
 });
 
 describe("PartitionMembership, connections", () => {

@@ -128,4 +128,95 @@ describe("ReconnectingSession", () => {
     await session.close();
     await session.waitForSession();
   });
+
+  it("runs one reconnect loop when the new session is lost while it is activated: one more session, restored once", async () => {
+    let activations = 0;
+    const { session, events } = keeper({
+      activate: (s) => {
+        // The second session counts (it is current) and dies while it starts consuming.
+        if (++activations === 2) broker.dropConnection(broker.connections.find((c) => c.number === s.id)!);
+        return Promise.resolve();
+      },
+    });
+    await session.open();
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => events.some(([e]) => e === "restored"), "a session that lived");
+    await settleTurns(20);
+    // A second loop for the second loss would open a fourth session beside the third.
+    expect(events).toEqual([["lost", 1, "publish channel closed", true], ["lost", 2, "publish channel closed", true], ["restored", 3, "node-a:5672", 2]]);
+    expect(broker.connections).toHaveLength(3);
+    expect(broker.openConnections).toHaveLength(1);
+    expect(session.session?.id).toBe(3);
+    await session.close();
+  });
+
+  it("reports no failed attempt once reconnecting stopped: an attempt that fails after that ends the loop quietly", async () => {
+    let prepared = 0;
+    const { session, events } = keeper({
+      prepare: () => {
+        if (++prepared === 1) return Promise.resolve();
+        session.stopReconnecting();
+        return Promise.reject(new Error("topology refused"));
+      },
+    });
+    await session.open();
+    broker.dropConnection(broker.connections[0]!);
+    await until(() => prepared === 2, "the reconnect's preparation");
+    await session.close();
+    await settleTurns(20);
+    expect(events).toEqual([["lost", 1, "publish channel closed", true]]);
+    expect(prepared).toBe(2);
+    expect(broker.openConnections).toEqual([]);
+  });
+
+  it("rejects the first open with the node's name when the connection is lost while the session is prepared", async () => {
+    const { session } = keeper({
+      prepare: (s) => {
+        broker.dropConnection(broker.connections.find((c) => c.number === s.id)!);
+        return Promise.resolve();
+      },
+    });
+    await expect(session.open()).rejects.toThrow(/^the connection to node-a:5672 was lost while it opened \(.+\)$/);
+    expect(broker.openConnections).toEqual([]);
+  });
+
+  it("closes without having opened, and after a first open that failed", async () => {
+    const { session } = keeper();
+    await expect(session.close()).resolves.toBeUndefined();
+    broker.down.add(NODE_A);
+    broker.down.add(NODE_B);
+    const { session: failed } = keeper();
+    await expect(failed.open()).rejects.toThrow();
+    await expect(failed.close()).resolves.toBeUndefined();
+  });
+
+  it.each([
+    ["no events object", undefined],
+    ["an events object without listeners", {}],
+  ])("works with %s: a loss, failed attempts, a restore, a resource alarm, and no extra session", async (_name, events) => {
+    const session = new ReconnectingSession({
+      connector: new BrokerConnector([NODE_A, NODE_B], { connectionName: "test" }),
+      confirmTimeoutMs: 1000,
+      backoff: { baseDelayMs: 1, maxDelayMs: 4 },
+      ...(events ? { events } : {}),
+    });
+    await session.open();
+    const first = broker.connections[0]!;
+    first.emit("blocked", "low on memory");
+    first.emit("unblocked");
+    broker.down.add(NODE_A);
+    broker.down.add(NODE_B);
+    broker.dropConnection(first);
+    // Both nodes refuse for a while (backoff 1-4 ms): attempts fail, and nobody is told.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(session.session).toBeUndefined();
+    broker.down.clear();
+    await until(() => session.session !== undefined, "a new session without listeners");
+    await settleTurns(30);
+    // The restore ended the loop: no further session was opened beside it.
+    expect(broker.connections.filter((c) => c.number !== first.number)).toHaveLength(1);
+    expect(broker.openConnections).toHaveLength(1);
+    await session.close();
+    expect(broker.openConnections).toEqual([]);
+  });
 });
