@@ -3,7 +3,7 @@ import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCurso
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
-import type { SqlQuery } from "../sql/sql-query.js";
+import type { SqlQuery, SqlRow } from "../sql/sql-query.js";
 import { chunked, idList, mysqlColumns, textOf, utcDatetime, utf8 } from "./values.js";
 
 const COLUMNS = "id, message_id, exchange, routing_key, body, properties, ordering_key, attempts";
@@ -36,15 +36,7 @@ export class MysqlOutboxRelay {
     const claimed = deferred<OutboxRow[]>();
     const settled = deferred<OutboxSettlement | undefined>();
     const held = this.driver.transaction(async ({ query }) => {
-      // Rows without an ordering key that are due, through their own index.
-      const { rows } = await query({
-        text: `SELECT ${COLUMNS} FROM ${this.table} FORCE INDEX (rabbit_inbox_outbox_unordered_due)
-          WHERE sent_at IS NULL AND ordering_key IS NULL AND available_at <= UTC_TIMESTAMP(6)
-          ORDER BY available_at, id LIMIT ${n} FOR UPDATE SKIP LOCKED`,
-        values: [],
-      });
-      const unordered = rows.map((r) => outboxRowOf(mysqlColumns, r));
-      claimed.resolve(claimRows(unordered, await this.claimOrdered(query, n, holding), n));
+      claimed.resolve(claimRows(await this.claimUnordered(query, n), await this.claimOrdered(query, n, holding), n));
       const settlement = await settled.promise;
       if (settlement) await this.mark(query, settlement);
     });
@@ -83,6 +75,35 @@ export class MysqlOutboxRelay {
   }
 
   /**
+   * Due rows without an ordering key: their ids read through their own index (a plain read),
+   * then locked by primary key. A locking scan of the index would also lock the entry that ends
+   * its range, the first ordered row's, and keep that lock until this claim is settled: the
+   * previous claim's mark of that row would then wait for this claim, which waits for it.
+   */
+  private async claimUnordered(query: SqlQuery, limit: number): Promise<OutboxRow[]> {
+    const { rows: due } = await query({
+      text: `SELECT id FROM ${this.table} FORCE INDEX (rabbit_inbox_outbox_unordered_due)
+        WHERE sent_at IS NULL AND ordering_key IS NULL AND available_at <= UTC_TIMESTAMP(6)
+        ORDER BY available_at, id LIMIT ${limit}`,
+      values: [],
+    });
+    if (due.length === 0) return [];
+    return (await this.lockById(query, due.map((r) => Number(r.id)), "ORDER BY available_at, id")).map((r) => outboxRowOf(mysqlColumns, r));
+  }
+
+  /**
+   * Locks the rows of `ids` that are still unsent and due, skipping those another claim holds,
+   * through the primary key only: point locks on these rows, none on any other row's entries.
+   */
+  private async lockById(query: SqlQuery, ids: readonly number[], order: string): Promise<SqlRow[]> {
+    return (await query({
+      text: `SELECT ${COLUMNS} FROM ${this.table} FORCE INDEX (PRIMARY)
+        WHERE id IN (${idList(ids)}) AND sent_at IS NULL AND available_at <= UTC_TIMESTAMP(6) ${order} FOR UPDATE SKIP LOCKED`,
+      values: [],
+    })).rows;
+  }
+
+  /**
    * The ordered rows of a claim: walks the keys from the cursor to find due heads, reads the
    * first rows of each such key (a plain read: READ COMMITTED sees the latest committed rows,
    * whoever holds them), locks those still unsent and due (`SKIP LOCKED`), and keeps each
@@ -106,12 +127,8 @@ export class MysqlOutboxRelay {
     }
     unsent.sort((a, b) => a.id - b.id);
     if (unsent.length === 0) return [];
-    const locked = await query({
-      text: `SELECT ${COLUMNS} FROM ${this.table} WHERE sent_at IS NULL AND available_at <= UTC_TIMESTAMP(6)
-        AND id IN (${idList(unsent.map((r) => r.id))}) ORDER BY id FOR UPDATE SKIP LOCKED`,
-      values: [],
-    });
-    return sendableRows(locked.rows.map((r) => outboxRowOf(mysqlColumns, r)), unsent);
+    const locked = await this.lockById(query, unsent.map((r) => r.id), "ORDER BY id");
+    return sendableRows(locked.map((r) => outboxRowOf(mysqlColumns, r)), unsent);
   }
 
   /**

@@ -115,8 +115,8 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
     return new MysqlInboxOperations(operationsDriversOn(this.driver), this.prefix);
   }
 
-  /** No: InnoDB keeps the locks a `SKIP LOCKED` scan of a secondary index took on the entries of rows it skipped, so the next claim would hold entries that the previous claim's mark must change, and the mark would wait for it. */
-  readonly overlappingClaims = false;
+  /** Yes: a claim's locking reads go through the primary key only, so a claim holds no lock on the rows of the claim before it (outbox-relay.ts). */
+  readonly overlappingClaims = true;
 
   /** Rows held FOR UPDATE SKIP LOCKED in an open transaction until settled (no lease: `relayId` and `leaseMs` are unused). */
   claimOutbox(options: Pick<ClaimOptions, "limit" | "holding">): Promise<OutboxClaim | null> {
