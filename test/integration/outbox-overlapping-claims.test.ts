@@ -116,4 +116,17 @@ describe.each(TEST_DATABASES)("overlapping outbox claims on %s", (kind) => {
     open.splice(open.indexOf(second), 1);
     expect((await db.rows()).filter((r) => !r.sent)).toEqual([]);
   });
+
+  it("gives each open claim (this relay's next one, another relay's) the next unordered rows, not the held ones or none", async () => {
+    const exchange = randomExchangeName();
+    await store.outbox.transaction(async (_tx, publish) => {
+      for (let i = 0; i < 7; i++) await publish(exchange, "", { u: i });
+    });
+    const ids = (await db.rows()).map((r) => Number(r.id)).sort((x, y) => x - y);
+    const first = await claim(2, "relay-1");
+    const second = await claim(2, "relay-1");
+    const other = await claim(2, "relay-2");
+    const last = await claim(2, "relay-2");
+    expect([first, second, other, last].map(idsOf)).toEqual([ids.slice(0, 2), ids.slice(2, 4), ids.slice(4, 6), ids.slice(6)]);
+  });
 });

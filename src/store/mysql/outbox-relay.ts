@@ -8,6 +8,9 @@ import { chunked, idList, mysqlColumns, textOf, utcDatetime, utf8 } from "./valu
 
 const COLUMNS = "id, message_id, exchange, routing_key, body, properties, ordering_key, attempts";
 
+/** Batches of unordered candidates a claim reads: two relays, each with two claims out, and this claim. */
+const CANDIDATE_CLAIMS = 5;
+
 /**
  * The relay's side of the outbox on MySQL/MariaDB (InnoDB). A claim is a READ COMMITTED
  * transaction holding the claimed rows `FOR UPDATE SKIP LOCKED` (MySQL 8.0, MariaDB 10.6+) until
@@ -75,30 +78,34 @@ export class MysqlOutboxRelay {
   }
 
   /**
-   * Due rows without an ordering key: their ids read through their own index (a plain read),
-   * then locked by primary key. A locking scan of the index would also lock the entry that ends
-   * its range, the first ordered row's, and keep that lock until this claim is settled: the
-   * previous claim's mark of that row would then wait for this claim, which waits for it.
+   * Due rows without an ordering key: candidates read through their own index (a plain read),
+   * then locked through the primary key. A locking scan of the index would also lock the entry
+   * that ends its range (the first ordered row's, possibly the previous claim's) and keep that
+   * lock until this claim is settled: the previous claim's mark of that row would then wait for
+   * this claim, which waits for the mark. The candidates cover the claims other relays and this
+   * one may hold (their rows are still unsent): `CANDIDATE_CLAIMS` batches.
    */
   private async claimUnordered(query: SqlQuery, limit: number): Promise<OutboxRow[]> {
     const { rows: due } = await query({
       text: `SELECT id FROM ${this.table} FORCE INDEX (rabbit_inbox_outbox_unordered_due)
         WHERE sent_at IS NULL AND ordering_key IS NULL AND available_at <= UTC_TIMESTAMP(6)
-        ORDER BY available_at, id LIMIT ${limit}`,
+        ORDER BY available_at, id LIMIT ${limit * CANDIDATE_CLAIMS}`,
       values: [],
     });
     if (due.length === 0) return [];
-    return (await this.lockById(query, due.map((r) => Number(r.id)), "ORDER BY available_at, id")).map((r) => outboxRowOf(mysqlColumns, r));
+    return (await this.lockById(query, due.map((r) => Number(r.id)), limit)).map((r) => outboxRowOf(mysqlColumns, r));
   }
 
   /**
-   * Locks the rows of `ids` that are still unsent and due, skipping those another claim holds,
-   * through the primary key only: point locks on these rows, none on any other row's entries.
+   * Locks the rows of `ids` that are still unsent and due, in id order, skipping those another
+   * claim holds, at most `limit` (the scan stops there), through the primary key only: point
+   * locks on these rows, none on any other row's index entries.
    */
-  private async lockById(query: SqlQuery, ids: readonly number[], order: string): Promise<SqlRow[]> {
+  private async lockById(query: SqlQuery, ids: readonly number[], limit?: number): Promise<SqlRow[]> {
     return (await query({
       text: `SELECT ${COLUMNS} FROM ${this.table} FORCE INDEX (PRIMARY)
-        WHERE id IN (${idList(ids)}) AND sent_at IS NULL AND available_at <= UTC_TIMESTAMP(6) ${order} FOR UPDATE SKIP LOCKED`,
+        WHERE id IN (${idList(ids)}) AND sent_at IS NULL AND available_at <= UTC_TIMESTAMP(6)
+        ORDER BY id${limit === undefined ? "" : ` LIMIT ${limit}`} FOR UPDATE SKIP LOCKED`,
       values: [],
     })).rows;
   }
@@ -127,7 +134,7 @@ export class MysqlOutboxRelay {
     }
     unsent.sort((a, b) => a.id - b.id);
     if (unsent.length === 0) return [];
-    const locked = await this.lockById(query, unsent.map((r) => r.id), "ORDER BY id");
+    const locked = await this.lockById(query, unsent.map((r) => r.id));
     return sendableRows(locked.map((r) => outboxRowOf(mysqlColumns, r)), unsent);
   }
 
