@@ -169,11 +169,13 @@ await_node() { # node-number seconds
   done
 }
 
-# The cluster members node N records (running or not), one name a line.
-members_seen_by() { # node-number
-  ctl "$1" -q eval 'io:format("~s", [lists:join(" ", [atom_to_list(M) || M <- rabbit_mnesia:cluster_nodes(all)])]).' |
+# The node names an Erlang expression gives as node N evaluates it, one a line.
+nodes_seen_by() { # node-number erlang-expression-of-a-node-list
+  ctl "$1" -q eval "io:format(\"~s\", [lists:join(\" \", [atom_to_list(M) || M <- $2])])." |
     head -n 1 | sed 's/ok$//' | tr ' ' '\n'
 }
+# The cluster members node N records (running or not).
+members_seen_by() { nodes_seen_by "$1" 'rabbit_mnesia:cluster_nodes(all)'; }
 
 start_nodes() { # node-numbers...: starts those not running; any outside node 1's cluster joins it
   local n launched=() had_data=()
@@ -185,7 +187,6 @@ start_nodes() { # node-numbers...: starts those not running; any outside node 1'
     launched+=("$n")
   done
   for n in "${launched[@]}"; do await_node "$n" 300; done
-  [ "$NODES" -gt 1 ] || return 0
   # Membership is asked of both sides rather than guessed from a node's data directory: a run
   # killed between a node's first boot and its join leaves a data directory behind, and that node
   # would otherwise come back as a cluster of its own.
@@ -299,7 +300,7 @@ cmd_status() {
   done
   if [ -n "$seen_by" ] && [ "$NODES" -gt 1 ]; then
     local running
-    running="$(ctl "$seen_by" -q eval 'io:format("~s", [lists:join(",", [atom_to_list(N) || N <- rabbit_nodes:all_running()])]).' 2>/dev/null | head -n 1 | sed 's/ok$//')" || running="?"
+    running="$(nodes_seen_by "$seen_by" 'rabbit_nodes:all_running()' 2>/dev/null | paste -sd,)" || running="?"
     printf 'cluster\trunning nodes seen by %s: %s\n' "$(node_name "$seen_by")" "$running"
   fi
   return "$all_running"
