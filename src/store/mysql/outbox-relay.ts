@@ -1,3 +1,4 @@
+import { CLAIMS_OUT } from "../../outbox/claim-pipeline.js";
 import { heldClaim } from "../../outbox/held-claim.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
 import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
@@ -8,8 +9,8 @@ import { chunked, idList, mysqlColumns, textOf, utcDatetime, utf8 } from "./valu
 
 const COLUMNS = "id, message_id, exchange, routing_key, body, properties, ordering_key, attempts";
 
-/** Batches of unordered candidates a claim reads: two relays, each with two claims out, and this claim. */
-const CANDIDATE_CLAIMS = 5;
+/** Batches of unordered candidates a claim reads: the claims two relays may hold, and this claim's own. */
+const CANDIDATE_CLAIMS = 2 * CLAIMS_OUT + 1;
 
 /**
  * The relay's side of the outbox on MySQL/MariaDB (InnoDB). A claim is a READ COMMITTED
