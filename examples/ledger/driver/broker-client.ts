@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import amqp from "amqplib";
-import type { ChannelModel, ConfirmChannel, GetMessage } from "amqplib";
+import type { Channel, ChannelModel, ConfirmChannel, GetMessage } from "amqplib";
 import { amqpUrlFromEnv } from "./ledger-environment.js";
 import { type LedgerMessage, accountRoutingKey } from "./ledger-messages.js";
 import { type WatchedProcess, waitUntil, withTimeout } from "./wait-until.js";
@@ -104,31 +104,27 @@ export class BrokerClient {
 
   /** Deletes queues (a missing queue is fine). */
   async deleteQueues(...queues: string[]): Promise<void> {
-    for (const queue of queues) {
-      const ch = await this.connection.createChannel();
-      ch.on("error", () => undefined);
-      try {
-        await ch.deleteQueue(queue);
-      } catch {
-        // already gone
-      } finally {
-        await ch.close().catch(() => undefined);
-      }
-    }
+    for (const queue of queues) await this.onThrowawayChannel((ch) => ch.deleteQueue(queue));
   }
 
   /** Deletes exchanges (a missing one is fine). */
   async deleteExchanges(...exchanges: string[]): Promise<void> {
-    for (const exchange of exchanges) {
-      const ch = await this.connection.createChannel();
-      ch.on("error", () => undefined);
-      try {
-        await ch.deleteExchange(exchange);
-      } catch {
-        // already gone
-      } finally {
-        await ch.close().catch(() => undefined);
-      }
+    for (const exchange of exchanges) await this.onThrowawayChannel((ch) => ch.deleteExchange(exchange));
+  }
+
+  /**
+   * Runs one command on a channel of its own and ignores its failure: a delete of something
+   * already gone closes the channel it ran on (404), never this client's main channel.
+   */
+  private async onThrowawayChannel(command: (ch: Channel) => Promise<unknown>): Promise<void> {
+    const ch = await this.connection.createChannel();
+    ch.on("error", () => undefined);
+    try {
+      await command(ch);
+    } catch {
+      // already gone
+    } finally {
+      await ch.close().catch(() => undefined);
     }
   }
 
