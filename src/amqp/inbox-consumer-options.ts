@@ -40,7 +40,8 @@ export interface InboxConsumerOptions<E, Tx> {
    * amount of work (round trips, acks), so larger batches cost less per message under load
    * (BENCHMARKS.md compares batch sizes) at the price of a longer settle latency under full
    * load, of holding row locks longer and of more redeliveries after a crash (up to a
-   * prefetch's worth, each then settled in a transaction of its own).
+   * prefetch's worth: counted and applied in batches the first time they come back, one
+   * transaction per message after that).
    */
   batchSize?: number;
   /**

@@ -9,7 +9,8 @@ import { type ThrottledLogger, throttleRepeats } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
 import type { Outcome } from "./outcome.js";
 import { OutcomeRecords } from "./outcome-records.js";
-import { type Prepared, type Ready, prepareMessage } from "./prepared-message.js";
+import { type Prepared, prepareMessage } from "./prepared-message.js";
+import { RedeliveryCounter } from "./redelivery-counter.js";
 import { type SetAside, setAside } from "./refusal.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
 import { transactionOrRollBack } from "./rollback.js";
@@ -83,8 +84,7 @@ export class InboxPipeline<E, Tx> {
   private readonly records: OutcomeRecords;
   private readonly attempt: AttemptContext<E, Tx>;
   private readonly metrics: TransactionMetrics;
-  /** False once the store showed it has no `countRedelivery`: then only `x-delivery-count` counts. */
-  private countsRedeliveries = true;
+  private readonly redeliveries: RedeliveryCounter<E, Tx>;
   /** Results of prepareAhead, taken by process. */
   private readonly preparedAhead = new WeakMap<IncomingMessage, Prepared<E>>();
 
@@ -107,6 +107,7 @@ export class InboxPipeline<E, Tx> {
     this.canDelayRetry = options.canDelayRetry;
     this.staleFence = options.staleFence;
     this.metrics = options.metrics ?? noConsumerMetrics;
+    this.redeliveries = new RedeliveryCounter(this.store, this.handlerName, this.logger);
     this.records = new OutcomeRecords(this.handlerName, this.logger, options.quarantineBodyCap ?? DEFAULT_QUARANTINE_BODY_CAP);
     this.attempt = {
       handlerName: this.handlerName, handler, store: this.store, records: this.records,
@@ -135,37 +136,21 @@ export class InboxPipeline<E, Tx> {
       ahead.index = index;
       return ahead;
     });
-    if (!this.countsRedeliveries || !messages.some((m) => isRedelivery(m.delivery))) {
-      return this.processPrepared(messages, prepared);
-    }
-    // Redeliveries follow a crash or a lost connection, and one of them may be what crashed the
-    // process. Each message goes in a transaction of its own, and each redelivered one first
-    // counts its attempt in a committed write: a message that crashes the process every time
-    // reaches the poison threshold alone, not the innocent messages that shared its batch.
+    if (!this.redeliveries.needed(messages)) return this.processPrepared(messages, prepared);
+    // A lone message is counted on its own either way (and without a count to roll back).
+    const counted = messages.length > 1 ? await this.redeliveries.firstTimeBatch(messages, prepared) : undefined;
+    if (counted) return this.processPrepared(messages, counted);
+    // Some of these were redelivered before: one of them may be what crashed a consumer. Each
+    // message goes in a transaction of its own, and each redelivered one first counts its
+    // attempt in a committed write: a message that crashes the process every time reaches the
+    // poison threshold alone, not the innocent messages that shared its batch.
     const outcomes: Outcome[] = [];
     for (let i = 0; i < messages.length; i++) {
       let p: Prepared<E> = { ...prepared[i]!, index: 0 };
-      if (p.ok && isRedelivery(messages[i]!.delivery)) p = { ...p, redeliveries: await this.countRedelivery(messages[i]!, p) };
+      if (p.ok && isRedelivery(messages[i]!.delivery)) p = { ...p, redeliveries: await this.redeliveries.one(messages[i]!, p) };
       outcomes.push(...(await this.processPrepared([messages[i]!], [p])));
     }
     return outcomes;
-  }
-
-  /**
-   * The store's count of this event's redeliveries, committed before the event's own transaction
-   * starts. Falls back on the broker's count when the store cannot count (or fails to).
-   */
-  private async countRedelivery(message: IncomingMessage, p: Ready<E>): Promise<number> {
-    try {
-      const counted = await this.store.transaction((tx) => (tx.countRedelivery ? tx.countRedelivery(this.handlerName, p.key) : Promise.resolve(undefined)));
-      if (counted !== undefined) return counted;
-      this.countsRedeliveries = false;
-    } catch (error) {
-      this.logger.warn("could not count a redelivery; poison detection falls back on the broker's delivery count", {
-        handler: this.handlerName, tenant: p.key.tenant, eventId: p.key.eventId, error: describeError(error),
-      });
-    }
-    return message.delivery.deliveryCount ?? 0;
   }
 
   private prepare(message: IncomingMessage, index: number): Prepared<E> {

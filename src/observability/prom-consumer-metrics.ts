@@ -35,7 +35,7 @@ export function promConsumerMetrics(options: MetricsOptions, sources: ConsumerGa
   const redeliveries = sharedCounter(registry, "rabbit_inbox_redeliveries_total", "Settled deliveries the broker had delivered before (redelivered flag).", ["queue", "handler"]);
   const retries = sharedCounter(registry, "rabbit_inbox_transaction_retries_total", "Transactions that failed and ran again in process, by error kind.", ["queue", "handler", "kind"]);
   const reconnects = sharedCounter(registry, "rabbit_inbox_reconnects_total", "Broker sessions that replaced a lost one.", ["role", "queue"]);
-  const batchSize = sharedHistogram(registry, "rabbit_inbox_batch_size", "Deliveries per settled batch (one transaction, or one per message after a redelivery).", ["queue", "handler"], BATCH_SIZE_BUCKETS);
+  const batchSize = sharedHistogram(registry, "rabbit_inbox_batch_size", "Deliveries per settled batch (one transaction, or one per message for events redelivered more than once).", ["queue", "handler"], BATCH_SIZE_BUCKETS);
   const transaction = sharedHistogram(registry, "rabbit_inbox_transaction_duration_seconds", "Time from a transaction's start to its commit.", ["queue", "handler"], SECONDS_BUCKETS);
   const latency = sharedHistogram(registry, "rabbit_inbox_settle_latency_seconds", "Time from a delivery's arrival in the process to its settlement (ack, or nack).", ["queue", "handler"], SECONDS_BUCKETS);
 

@@ -99,14 +99,26 @@ describe("a configuration error met while handling", () => {
     expectNothingHappened(context);
   });
 
-  it("on redeliveries, processed one by one: the first config error ends process(); later messages are not tried", async () => {
+  it("on a first redelivery: both counted at once, then the batch's config error ends process(), as in any batch", async () => {
     const store = new TooLongForMysql();
     store.countRedeliveries = true;
     const context = setup({}, {}, store);
     await expect(context.pipeline.process([message("e-1", true), message("e-2", true)])).rejects.toBeInstanceOf(InboxConfigError);
-    // e-1's redelivery was counted (its own transaction) and its transaction failed; e-2 was never reached.
+    // The counts' transaction, then the batch's, which failed.
     expectNothingHappened(context, 2);
-    expect([...store.redeliveries.keys()]).toEqual([`config\u0000${JSON.stringify(["t1", "e-1"])}`]);
+    expect([...store.redeliveries.keys()]).toEqual([`config\u0000${JSON.stringify(["t1", "e-1"])}`, `config\u0000${JSON.stringify(["t1", "e-2"])}`]);
+  });
+
+  it("on redeliveries processed one by one (e-1 counted before): the first config error ends process(); later messages are not tried", async () => {
+    const store = new TooLongForMysql();
+    store.countRedeliveries = true;
+    const e1 = `config\u0000${JSON.stringify(["t1", "e-1"])}`;
+    store.redeliveries.set(e1, 1);
+    const context = setup({}, {}, store);
+    await expect(context.pipeline.process([message("e-1", true), message("e-2", true)])).rejects.toBeInstanceOf(InboxConfigError);
+    // The batch's counts (rolled back), e-1's count and its transaction, which failed; e-2 was never reached.
+    expectNothingHappened(context, 3);
+    expect(Object.fromEntries(store.redeliveries)).toEqual({ [e1]: 2 });
   });
 
   it("the same pipeline goes on normally once the cause is gone: a config error leaves no state behind", async () => {

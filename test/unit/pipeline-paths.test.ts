@@ -259,13 +259,56 @@ describe("redeliveries and poison messages", () => {
     return m;
   };
 
-  it("a store that counts: only redelivered, identified events are counted, each in its own transaction", async () => {
+  it("a batch redelivered for the first time: only its redelivered, identified events are counted, in one transaction, then it runs as one batch", async () => {
     const { store, pipeline } = setup();
     store.countRedeliveries = true;
-    const outcomes = await pipeline.process([redelivered("e-1"), message("e-2"), incomingMessage("{broken", { redelivered: true })]);
-    expect(kinds(outcomes)).toEqual(["applied", "applied", "quarantined:invalid"]);
-    expect([...store.redeliveries]).toEqual([["paths\u0000" + JSON.stringify(["t1", "e-1"]), 1]]);
-    expect(store.transactions).toBe(4); // the count, then one transaction per message
+    const outcomes = await pipeline.process([redelivered("e-1"), message("e-2"), redelivered("e-3"), incomingMessage("{broken", { redelivered: true })]);
+    expect(kinds(outcomes)).toEqual(["applied", "applied", "applied", "quarantined:invalid"]);
+    expect([...store.redeliveries]).toEqual([
+      ["paths\u0000" + JSON.stringify(["t1", "e-1"]), 1],
+      ["paths\u0000" + JSON.stringify(["t1", "e-3"]), 1],
+    ]);
+    expect(store.transactions).toBe(2); // the counts, then the batch: not one transaction per message
+  });
+
+  it("a lone redelivered message is counted in a transaction of its own, once, then applied", async () => {
+    const { store, pipeline } = setup();
+    store.countRedeliveries = true;
+    store.redeliveries.set("paths\u0000" + JSON.stringify(["t1", "e-1"]), 1);
+    expect(kinds(await pipeline.process([redelivered("e-1")]))).toEqual(["applied"]);
+    expect([...store.redeliveries.values()]).toEqual([2]);
+    expect(store.transactions).toBe(2); // no batch count to roll back first
+  });
+
+  it("the same event twice in a redelivered batch is counted once: the batch still runs as one, the copy a duplicate", async () => {
+    const { store, pipeline } = setup();
+    store.countRedeliveries = true;
+    expect(kinds(await pipeline.process([redelivered("e-1"), redelivered("e-1")]))).toEqual(["applied", "duplicate"]);
+    expect([...store.redeliveries.values()]).toEqual([1]);
+    expect(store.transactions).toBe(2);
+  });
+
+  it("a batch with an event counted before: the batch's counts roll back, and each message runs alone, each redelivered one counted first", async () => {
+    const { store, applied, pipeline } = setup();
+    store.countRedeliveries = true;
+    store.redeliveries.set("paths\u0000" + JSON.stringify(["t1", "e-2"]), 1);
+    const outcomes = await pipeline.process([redelivered("e-1"), redelivered("e-2"), message("e-3")]);
+    expect(kinds(outcomes)).toEqual(["applied", "applied", "applied"]);
+    // e-1 was counted once, by its own count: the batch's count of it rolled back with the batch's.
+    expect(Object.fromEntries(store.redeliveries)).toEqual({
+      ["paths\u0000" + JSON.stringify(["t1", "e-1"])]: 1,
+      ["paths\u0000" + JSON.stringify(["t1", "e-2"])]: 2,
+    });
+    // The rolled-back counts, then count + event for e-1 and e-2, then e-3 alone.
+    expect(store.transactions).toBe(6);
+    expect(applied).toEqual(["e-1", "e-2", "e-3"]);
+  });
+
+  it("a batch redelivered for the first time at a limit of one delivery: each redelivered event is poison, the rest of the batch applies", async () => {
+    const { store, applied, pipeline } = setup({}, { maxDeliveries: 1 });
+    store.countRedeliveries = true;
+    expect(kinds(await pipeline.process([redelivered("e-1"), message("e-2")]))).toEqual(["quarantined:retries_exhausted", "applied"]);
+    expect(applied).toEqual(["e-2"]);
   });
 
   it("a quorum queue's delivery count alone marks a redelivery", async () => {
@@ -300,12 +343,17 @@ describe("redeliveries and poison messages", () => {
     const { store, lines, pipeline } = setup({}, { maxDeliveries: 3 });
     store.countRedeliveries = true;
     const original = store.transaction.bind(store);
-    let first = true;
+    let failures = 0;
+    // The batch's count fails, then e-1's own count: the broker's count (5) decides for e-1.
     store.transaction = (work, beforeCommit) => {
-      if (first) { first = false; return Promise.reject(new TransientStoreError("lock wait timeout")); }
+      if (failures < 2) { failures++; return Promise.reject(new TransientStoreError("lock wait timeout")); }
       return original(work, beforeCommit);
     };
-    expect(kinds(await pipeline.process([redelivered("e-1", 5)]))).toEqual(["quarantined:retries_exhausted"]);
+    expect(kinds(await pipeline.process([redelivered("e-1", 5), redelivered("e-2")]))).toEqual(["quarantined:retries_exhausted", "applied"]);
+    expect(logged(lines, "could not count a batch's redeliveries at once; each message is counted on its own")).toEqual([{
+      level: "debug", message: "could not count a batch's redeliveries at once; each message is counted on its own",
+      fields: { handler: "paths", error: "lock wait timeout" },
+    }]);
     expect(logged(lines, "could not count a redelivery; poison detection falls back on the broker's delivery count")).toEqual([{
       level: "warn", message: "could not count a redelivery; poison detection falls back on the broker's delivery count",
       fields: { handler: "paths", tenant: "t1", eventId: "e-1", error: "lock wait timeout" },
