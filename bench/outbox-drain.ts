@@ -224,7 +224,7 @@ async function drainOnce(dbName: string, rows: number, keys: number): Promise<Dr
 export async function runOutboxDrain(argv: string[]): Promise<void> {
   const args = parseDrainArgs(argv);
   const results: DrainResult[] = [];
-  if (!args.json) console.log(`rabbit-inbox outbox drain: ${args.rows} pending rows on a never-analyzed table, the relay's defaults (batch 100), a fanout exchange with one bound durable queue, node ${process.version}, ${new Date().toISOString()}`);
+  if (!args.json) console.log(`rabbit-inbox outbox drain: ${args.rows} pending rows on a never-analyzed table, the relay's defaults (claims of 1000 rows), a fanout exchange with one bound durable queue, node ${process.version}, ${new Date().toISOString()}`);
   for (const dbName of args.dbs) {
     for (const keys of args.keys) {
       const r = await drainOnce(dbName, args.rows, keys);
