@@ -45,7 +45,7 @@ export class RedeliveryCounter<E, Tx> {
           return;
         }
         for (const key of keys.values()) {
-          if ((await tx.countRedelivery(this.handlerName, key)) !== 1) throw new CountedBefore("counted before");
+          if ((await tx.countRedelivery(this.handlerName, key)) !== 1) throw new CountedBefore();
         }
       });
     } catch (error) {
@@ -63,10 +63,10 @@ export class RedeliveryCounter<E, Tx> {
 
   /**
    * The store's count of this event's redeliveries, committed in a transaction of its own.
-   * Falls back on the broker's count when the store cannot count (or fails to).
+   * Falls back on the broker's count when the store cannot count (or fails to). Called only
+   * while `needed`, so while the store is not known to lack the count.
    */
   async one(message: IncomingMessage, p: Ready<E>): Promise<number> {
-    if (!this.storeCounts) return message.delivery.deliveryCount ?? 0;
     try {
       const counted = await this.store.transaction((tx) => (tx.countRedelivery ? tx.countRedelivery(this.handlerName, p.key) : Promise.resolve(undefined)));
       if (counted !== undefined) return counted;

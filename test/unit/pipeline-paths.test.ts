@@ -339,6 +339,16 @@ describe("redeliveries and poison messages", () => {
     expect(applied).toEqual(["e-3", "e-4"]);
   });
 
+  it("a store that cannot count, met with a batch: the batch runs as one with the broker's counts, and no later batch asks again", async () => {
+    const { store, lines, pipeline } = setup({}, { maxDeliveries: 3 });
+    expect(kinds(await pipeline.process([redelivered("e-1", 3), redelivered("e-2", 1)]))).toEqual(["quarantined:retries_exhausted", "applied"]);
+    // The count it could not make, then the batch (run again without the poison).
+    expect(store.transactions).toBe(3);
+    expect(kinds(await pipeline.process([redelivered("e-3", 1), redelivered("e-4", 1)]))).toEqual(["applied", "applied"]);
+    expect(store.transactions).toBe(4);
+    expect(lines.filter((l) => l.level !== "debug" || l.message.startsWith("could not count"))).toEqual([]);
+  });
+
   it("a count that fails: logged with the event, and the broker's count decides", async () => {
     const { store, lines, pipeline } = setup({}, { maxDeliveries: 3 });
     store.countRedeliveries = true;
