@@ -9,6 +9,13 @@ import type { ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, Quarantine
  * a transaction whose work or commit throws leaves nothing behind. The real stores are tested
  * by the conformance suite; this one only stands in for them where a failure must be scripted.
  */
+/** A MemoryStore whose transactions offer `writeOutbox` (rows collected in `store.outbox`). */
+export function memoryStoreWithOutbox(): MemoryStore {
+  const store = new MemoryStore();
+  store.outbox = [];
+  return store;
+}
+
 export class MemoryStore implements Store<MemoryHandle> {
   readonly dialect = "memory";
   readonly maxConcurrentTransactions = 1;

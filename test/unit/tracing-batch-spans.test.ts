@@ -10,7 +10,7 @@ import { InboxConfigError } from "../../src/core/errors.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { type TestEvent, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
-import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
+import { type MemoryHandle, type MemoryStore, memoryStoreWithOutbox } from "../support/memory-store.js";
 import { parentSpanId, parseTraceparent, producerTraceparent, registerTracingSdk } from "../support/tracing-sdk.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -41,15 +41,9 @@ const batchHandler: InboxHandler<TestEvent, MemoryHandle> = {
   },
 };
 
-function storeWithOutbox(): MemoryStore {
-  const store = new MemoryStore();
-  store.outbox = [];
-  return store;
-}
-
 describe("process spans per batch", () => {
   it("makes one root span for the batch, linked to each producer's span; the rows continue each producer's trace", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = env.build({ handler: batchHandler, store, batchSize: 3, prefetch: 3, processSpans: "batch" });
     const a = producerTraceparent("a");
     const b = producerTraceparent("b");
@@ -84,7 +78,7 @@ describe("process spans per batch", () => {
   });
 
   it("counts a quarantined event on the batch span with an event, and its copy continues its producer's trace", async () => {
-    const { consumer } = env.build({ handler: batchHandler, store: storeWithOutbox(), batchSize: 2, prefetch: 2, processSpans: "batch" });
+    const { consumer } = env.build({ handler: batchHandler, store: memoryStoreWithOutbox(), batchSize: 2, prefetch: 2, processSpans: "batch" });
     const a = producerTraceparent("a");
     sdk.reset();
     await consumer.start();
@@ -106,7 +100,7 @@ describe("process spans per batch", () => {
   });
 
   it("links a producer that sampled its trace out, and its row carries that decision on", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = env.build({ handler: batchHandler, store, processSpans: "batch" });
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
     await consumer.start();
@@ -118,7 +112,7 @@ describe("process spans per batch", () => {
   });
 
   it("is the default of a batched consumer; strict mode (batches of one) makes a span per message", async () => {
-    const batched = env.build({ handler: batchHandler, store: storeWithOutbox() });
+    const batched = env.build({ handler: batchHandler, store: memoryStoreWithOutbox() });
     await batched.consumer.start();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent("a").traceparent } });
     await until(() => sdk.spans().some((s) => s.name === "process work"), "the batched consumer's span");
@@ -127,7 +121,7 @@ describe("process spans per batch", () => {
     await batched.consumer.stop();
 
     sdk.reset();
-    const strict = env.build({ handler: batchHandler, store: storeWithOutbox(), batchSize: 1 });
+    const strict = env.build({ handler: batchHandler, store: memoryStoreWithOutbox(), batchSize: 1 });
     await strict.consumer.start();
     const b = producerTraceparent("b");
     sdk.reset();
@@ -140,7 +134,7 @@ describe("process spans per batch", () => {
   it("ends the batch's span with status error when the pipeline rejects the batch", async () => {
     const configError = new InboxConfigError("handleBatch rejected index 7, outside the batch of 1");
     const handler: InboxHandler<TestEvent, MemoryHandle> = { name: "tracer", handleBatch: () => Promise.reject(configError) };
-    const { consumer } = env.build({ handler, store: storeWithOutbox() });
+    const { consumer } = env.build({ handler, store: memoryStoreWithOutbox() });
     await consumer.start();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent("a").traceparent } });
     await expect(consumer.whenStopped()).rejects.toBe(configError);
@@ -153,7 +147,7 @@ describe("process spans per batch", () => {
   it("counts a delivery given back because the broker refused its quarantine copy, with status error", async () => {
     let refusals = 1;
     broker.confirmPolicy = (routingKey) => !(routingKey === "work.quarantine" && refusals-- > 0);
-    const { consumer } = env.build({ handler: batchHandler, store: storeWithOutbox() });
+    const { consumer } = env.build({ handler: batchHandler, store: memoryStoreWithOutbox() });
     await consumer.start();
     broker.publishJson("work", event("never-1"), { headers: { traceparent: producerTraceparent("a").traceparent } });
     await until(() => consumer.outcomeCounts.quarantined === 1, "quarantined on its return");
@@ -182,7 +176,7 @@ describe("a delivery with a tracestate", () => {
   };
 
   it("is read through the propagator, so the row carries the producer's tracestate on (spans per message)", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = env.build({ handler, store, processSpans: "message" });
     const a = producerTraceparent("a");
     await consumer.start();
@@ -194,7 +188,7 @@ describe("a delivery with a tracestate", () => {
   });
 
   it("is carried on to the row with spans per batch too", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = env.build({ handler, store, processSpans: "batch" });
     const a = producerTraceparent("a");
     await consumer.start();

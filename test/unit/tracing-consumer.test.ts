@@ -14,7 +14,7 @@ import { Outbox } from "../../src/outbox/outbox.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { type TestEvent, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
-import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
+import { type MemoryHandle, type MemoryStore, memoryStoreWithOutbox } from "../support/memory-store.js";
 import { parentSpanId, parseTraceparent, producerTraceparent, registerTracingSdk } from "../support/tracing-sdk.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -47,15 +47,9 @@ function publishingHandler(): InboxHandler<TestEvent, MemoryHandle> {
   };
 }
 
-function storeWithOutbox(): MemoryStore {
-  const store = new MemoryStore();
-  store.outbox = [];
-  return store;
-}
-
 describe("consume spans", () => {
   it("continues the producer's trace: process span, transaction span, and the outbox row carries the transaction's context", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     const producer = producerTraceparent();
@@ -83,7 +77,7 @@ describe("consume spans", () => {
   });
 
   it("marks a duplicate on its span, and writes no outbox row for it", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });
@@ -99,7 +93,7 @@ describe("consume spans", () => {
   });
 
   it("starts a new trace for a message without traceparent, and its outbox row carries that trace", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
@@ -112,7 +106,7 @@ describe("consume spans", () => {
   });
 
   it("makes no span for a message whose producer sampled its trace out, and its outbox row carries that decision on", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const { consumer } = build({ handler: publishingHandler(), store });
     await consumer.start();
     const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -134,7 +128,7 @@ describe("consume spans", () => {
   });
 
   it("gives each event of a handleBatch call its own trace in its outbox row; the transaction links the other messages", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const handler: InboxHandler<TestEvent, MemoryHandle> = {
       name: "tracer",
       async handleBatch(items) {
@@ -165,7 +159,7 @@ describe("consume spans", () => {
 
 describe("copies published by the consumer", () => {
   it("publishes the quarantine copy in a span under the process span, the copy carrying that span's context", async () => {
-    const { consumer } = build({ handler: publishingHandler(), store: storeWithOutbox() });
+    const { consumer } = build({ handler: publishingHandler(), store: memoryStoreWithOutbox() });
     await consumer.start();
     const producer = producerTraceparent();
     broker.publishJson("work", event("never-1"), { headers: { traceparent: producer.traceparent } });
@@ -211,7 +205,7 @@ describe("spans of deliveries that did not settle as decided", () => {
   it("records requeue, not quarantined, on the span of a delivery whose quarantine copy the broker refused", async () => {
     let refusals = 1;
     broker.confirmPolicy = (routingKey) => !(routingKey === "work.quarantine" && refusals-- > 0);
-    const { consumer } = build({ handler: publishingHandler(), store: storeWithOutbox() });
+    const { consumer } = build({ handler: publishingHandler(), store: memoryStoreWithOutbox() });
     await consumer.start();
     broker.publishJson("work", event("never-1"), { headers: { traceparent: producerTraceparent().traceparent } });
     await until(() => consumer.outcomeCounts.quarantined === 1, "quarantined on its return");
@@ -226,7 +220,7 @@ describe("spans of deliveries that did not settle as decided", () => {
   it("ends the span with status error when the pipeline rejects the batch", async () => {
     const configError = new InboxConfigError("handleBatch rejected index 7, outside the batch of 1");
     const handler: InboxHandler<TestEvent, MemoryHandle> = { name: "tracer", handleBatch: () => Promise.reject(configError) };
-    const { consumer } = build({ handler, store: storeWithOutbox() });
+    const { consumer } = build({ handler, store: memoryStoreWithOutbox() });
     await consumer.start();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });
     await expect(consumer.whenStopped()).rejects.toBe(configError);
@@ -237,7 +231,7 @@ describe("spans of deliveries that did not settle as decided", () => {
   it("ends the span of a delivery whose onOutcome callback threw while it settled", async () => {
     let throws = 1;
     const { consumer } = build({
-      handler: publishingHandler(), store: storeWithOutbox(),
+      handler: publishingHandler(), store: memoryStoreWithOutbox(),
       onOutcome: () => { if (throws-- > 0) throw new Error("metrics exporter crashed"); },
     });
     await consumer.start();
@@ -275,7 +269,7 @@ describe("ending a settled batch's spans", () => {
 
 describe("standalone outbox transactions", () => {
   it("store the caller's active span with each row, and nothing when no span is active", async () => {
-    const store = storeWithOutbox();
+    const store = memoryStoreWithOutbox();
     const outbox = new Outbox(store);
     await trace.getTracer("test-app").startActiveSpan("request", async (span) => {
       await outbox.transaction(async (_tx, publish) => { await publish("orders", "order.created", { id: 1 }); });
