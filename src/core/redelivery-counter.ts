@@ -2,10 +2,8 @@ import { describeError } from "./errors.js";
 import { type IncomingMessage, isRedelivery } from "./incoming-message.js";
 import type { Logger } from "./logger.js";
 import type { Prepared, Ready } from "./prepared-message.js";
+import { type WorkResult, transactionOrRollBack } from "./rollback.js";
 import type { Store } from "./store.js";
-
-/** Thrown inside the counting transaction to roll it back: an event there was counted before. */
-class CountedBefore extends Error {}
 
 /**
  * Counts redeliveries in the store, committed before the events' own transaction, so that a
@@ -37,24 +35,22 @@ export class RedeliveryCounter<E, Tx> {
     const redelivered = prepared.map((p, i) => p.ok && isRedelivery(messages[i]!.delivery));
     const keys = new Map<string, Ready<E>["key"]>();
     prepared.forEach((p, i) => { if (p.ok && redelivered[i]) keys.set(p.keyString, p.key); });
-    let storeCounts = true;
+    // Commits whether the store counts at all; rolls back when an event was counted before.
+    let result: WorkResult<boolean, undefined>;
     try {
-      await this.store.transaction(async (tx) => {
-        if (!tx.countRedelivery) {
-          storeCounts = false;
-          return;
-        }
+      result = await transactionOrRollBack<Tx, boolean, undefined>(this.store, async (tx) => {
+        if (!tx.countRedelivery) return { commit: false };
         for (const key of keys.values()) {
-          if ((await tx.countRedelivery(this.handlerName, key)) !== 1) throw new CountedBefore();
+          if ((await tx.countRedelivery(this.handlerName, key)) !== 1) return { rollBack: undefined };
         }
+        return { commit: true };
       });
     } catch (error) {
-      if (!(error instanceof CountedBefore)) {
-        this.logger.debug("could not count a batch's redeliveries at once; each message is counted on its own", { handler: this.handlerName, error: describeError(error) });
-      }
+      this.logger.debug("could not count a batch's redeliveries at once; each message is counted on its own", { handler: this.handlerName, error: describeError(error) });
       return undefined;
     }
-    if (!storeCounts) {
+    if ("rollBack" in result) return undefined;
+    if (!result.commit) {
       this.storeCounts = false;
       return [...prepared];
     }

@@ -2,7 +2,7 @@ import type { Store, StoreTransaction } from "./store.js";
 
 /**
  * What one transaction's work asks for: COMMIT, with its result, or ROLLBACK, with what it
- * learned (events the handler refused, to leave out of the next run).
+ * learned (events the handler refused, to leave out of the next run; or nothing).
  */
 export type WorkResult<C, R> = { commit: C } | { rollBack: R };
 
@@ -36,7 +36,7 @@ export async function transactionOrRollBack<Tx, C, R>(
 /** Thrown through a store's transaction to make it roll back; named so that a store's log of it says what it is. */
 class RollbackSignal<R> extends Error {
   constructor(readonly value: R) {
-    super("rolled back on purpose: some events were set aside; the transaction runs again without them");
+    super("rolled back on purpose: the transaction's work asked for it (events set aside, or redeliveries counted before)");
     this.name = "RollbackSignal";
   }
 }

@@ -9,13 +9,6 @@ import type { ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, Quarantine
  * a transaction whose work or commit throws leaves nothing behind. The real stores are tested
  * by the conformance suite; this one only stands in for them where a failure must be scripted.
  */
-/** A MemoryStore whose transactions offer `writeOutbox` (rows collected in `store.outbox`). */
-export function memoryStoreWithOutbox(): MemoryStore {
-  const store = new MemoryStore();
-  store.outbox = [];
-  return store;
-}
-
 export class MemoryStore implements Store<MemoryHandle> {
   readonly dialect = "memory";
   readonly maxConcurrentTransactions = 1;
@@ -126,4 +119,11 @@ export class MemoryStore implements Store<MemoryHandle> {
 /** The transaction handle a MemoryStore gives handlers: effects they record commit with the claim. */
 export interface MemoryHandle {
   effects: string[];
+}
+
+/** A MemoryStore whose transactions offer `writeOutbox` (rows collected in `store.outbox`). */
+export function memoryStoreWithOutbox(): MemoryStore {
+  const store = new MemoryStore();
+  store.outbox = [];
+  return store;
 }

@@ -65,6 +65,26 @@ describe("transactionOrRollBack", () => {
     expect([a, b]).toEqual([{ rollBack: "a" }, { commit: "b" }]);
   });
 
+  it("a rollback whose ROLLBACK itself fails: the store's error reaches the caller, not the rollback's value", async () => {
+    const lost = new TransientStoreError("connection lost during ROLLBACK", { kind: "connection" });
+    const seen: unknown[] = [];
+    class FailingRollbackStore extends MemoryStore {
+      override async transaction<T>(work: (tx: StoreTransaction<MemoryHandle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
+        try {
+          return await super.transaction(work, beforeCommit);
+        } catch (error) {
+          seen.push(error);
+          throw lost;
+        }
+      }
+    }
+    const outcome = await transactionOrRollBack(new FailingRollbackStore(), () => Promise.resolve({ rollBack: "refused" })).then(() => null, (error: unknown) => error);
+    expect(outcome).toBe(lost);
+    // What the store saw go through it says what it is, for a store that logs it.
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ name: "RollbackSignal", message: expect.stringMatching(/^rolled back on purpose: /) as unknown });
+  });
+
   it.each([
     ["PostgreSQL", (e: unknown) => classifyPostgresError(e, false)],
     ["PostgreSQL, during COMMIT", (e: unknown) => classifyPostgresError(e, true)],
