@@ -32,6 +32,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { BrokerClient } from "../examples/ledger/driver/broker-client.js";
 import { ledgerExchangeNames, ledgerQueueNames } from "../examples/ledger/driver/ledger-topology.js";
 import { BalanceChangedDrain } from "./balance-changed-drain.js";
 import { CPU_COUNT, type CpuCores, CpuByRole } from "./cpu-by-role.js";
@@ -263,13 +264,12 @@ class Deployment {
     for (const replica of this.running) replica.signal("SIGKILL");
     await Promise.all(this.replicas.map((r) => r.exited));
     try {
-      const connection = await amqp.connect(this.adminUrl());
-      connection.on("error", () => undefined);
+      const broker = await BrokerClient.connect(this.adminUrl());
       try {
-        for (const queue of ledgerQueueNames(this.queue, this.partitions)) await withChannel(connection, (ch) => ch.deleteQueue(queue));
-        for (const exchange of ledgerExchangeNames(this.queue)) await withChannel(connection, (ch) => ch.deleteExchange(exchange));
+        await broker.deleteQueues(...ledgerQueueNames(this.queue, this.partitions));
+        await broker.deleteExchanges(...ledgerExchangeNames(this.queue));
       } finally {
-        await connection.close().catch(() => undefined);
+        await broker.close();
       }
     } catch (error) {
       console.error(`could not delete the queues of ${this.queue}: ${(error as Error).message}`);
@@ -291,18 +291,6 @@ function redeliveredCount(replicas: readonly LedgerReplica[]): number {
     for (const line of replica.linesWith("redelivered deliveries settled")) total += typeof line.record.redelivered === "number" ? line.record.redelivered : 0;
   }
   return total;
-}
-
-async function withChannel(connection: amqp.ChannelModel, work: (channel: amqp.Channel) => Promise<unknown>): Promise<void> {
-  const channel = await connection.createChannel();
-  channel.on("error", () => undefined);
-  try {
-    await work(channel);
-  } catch {
-    // already gone
-  } finally {
-    await channel.close().catch(() => undefined);
-  }
 }
 
 async function waitFor<T>(check: () => T | undefined, what: string, timeoutMs: number, watch: readonly LedgerReplica[] = []): Promise<T> {
