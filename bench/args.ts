@@ -21,13 +21,15 @@ export interface BenchArgs {
   memory: boolean;
   /** The ledger scenario's events published during the run at this rate (msg/s) instead of beforehand. */
   ledgerRate: number | undefined;
+  /** The ledger scenario's consumer pauses while the outbox holds this many unsent rows (outboxBackpressure). */
+  outboxMaxPending: number | undefined;
 }
 
 export const USAGE = `npm run bench -- [--messages N] [--runs K] [--db postgres,mysql,sqlite] [--only ${SCENARIOS.join(",")}]
                  [--raw-prefetch N] [--raw-ack-every N] [--batch-size N] [--batched-prefetch N] [--concurrency N]
                  [--scale ROWS] [--warmup N] [--queue-args JSON] [--profile DIR] [--json]
 npm run bench -- --memory [--messages 1000000] [--db postgres]
-npm run bench -- --only ledger --ledger-rate MSGS_PER_SEC [--messages N] [--db postgres]
+npm run bench -- --only ledger --ledger-rate MSGS_PER_SEC [--outbox-max-pending ROWS] [--messages N] [--db postgres]
 npm run bench -- --scenario raw-sweep [--messages N] [--runs K]
 npm run bench -- --scenario outbox-drain [--rows 100000] [--keys 1,100] [--db postgres,mysql,sqlite] [--json]`;
 
@@ -35,6 +37,7 @@ export function parseArgs(argv: string[]): BenchArgs {
   const args: BenchArgs = {
     messages: 50_000, runs: 1, dbs: ["postgres", "mysql", "sqlite"], json: false, scale: 0, only: undefined, warmup: 2000,
     profile: undefined, batched: {}, raw: { ...RAW_DEFAULT }, queueArguments: {}, memory: false, ledgerRate: undefined,
+    outboxMaxPending: undefined,
   };
   let messagesGiven = false;
   for (let i = 0; i < argv.length; i++) {
@@ -56,6 +59,7 @@ export function parseArgs(argv: string[]): BenchArgs {
     else if (a === "--queue-args") args.queueArguments = parseQueueArguments(next());
     else if (a === "--memory") args.memory = true;
     else if (a === "--ledger-rate") args.ledgerRate = Number(next());
+    else if (a === "--outbox-max-pending") args.outboxMaxPending = Number(next());
     else if (a === "--help") { console.log(USAGE); process.exit(0); }
     else throw new Error(`unknown argument ${a}\n${USAGE}`);
   }

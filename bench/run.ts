@@ -34,6 +34,7 @@ function settingsOf(args: BenchArgs, raw: RawSettings = args.raw): ScenarioSetti
     raw, batched: args.batched, queueArguments: args.queueArguments,
     ...(args.only?.includes("observed") ? { producerTraces: producerTraceRatio() } : {}),
     ...(args.profile ? { profile: args.profile } : {}), ...(args.ledgerRate ? { ledgerRate: args.ledgerRate } : {}),
+    ...(args.outboxMaxPending ? { outboxMaxPending: args.outboxMaxPending } : {}),
   };
 }
 
@@ -55,7 +56,7 @@ async function throughput(args: BenchArgs): Promise<void> {
   const scenarios = args.only ? SCENARIOS.filter((s) => args.only!.includes(s)) : DEFAULT_SCENARIOS;
   const log = (line: string) => { if (!args.json) console.log(line); };
   log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, ${args.runs} run(s), scenarios ${scenarios.join(",")}, databases ${args.dbs.join(",")}`);
-  log(`  raw: ${describeRaw(args.raw)}; naive, handwritten, strict: prefetch 200; batched: ${JSON.stringify(args.batched) === "{}" ? "the library's defaults" : JSON.stringify(args.batched)}${args.ledgerRate ? `; ledger: events published during the run at ${args.ledgerRate} msg/s` : ""}; queue arguments ${JSON.stringify(args.queueArguments)}; node ${process.version}; ${new Date().toISOString()}`);
+  log(`  raw: ${describeRaw(args.raw)}; naive, handwritten, strict: prefetch 200; batched: ${JSON.stringify(args.batched) === "{}" ? "the library's defaults" : JSON.stringify(args.batched)}${args.ledgerRate ? `; ledger: events published during the run at ${args.ledgerRate} msg/s` : ""}${args.outboxMaxPending ? `; ledger: outbox backpressure at ${args.outboxMaxPending} unsent rows` : ""}; queue arguments ${JSON.stringify(args.queueArguments)}; node ${process.version}; ${new Date().toISOString()}`);
   await warmUp(args, scenarios, log);
   const results: RunResult[] = [];
   const record = (r: RunResult) => { results.push(r); log(formatRun(r)); };

@@ -39,6 +39,8 @@ export interface ScenarioSettings {
   profile?: string;
   /** The ledger scenario: publish its events during the run at this rate instead of beforehand. */
   ledgerRate?: number;
+  /** The ledger scenario: its consumer pauses while the outbox holds this many unsent rows. */
+  outboxMaxPending?: number;
   /**
    * batched and observed: each event carries a producer's W3C `traceparent`, this fraction of
    * them sampled (as a producer with head sampling sends them). Set when `observed` runs, so that
@@ -78,7 +80,7 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
       const { store, handler, concurrency } = db!.libraryStrict();
       measured = await runLibrary(queue, n, settings.queueArguments, { store, handler, concurrency, batchSize: 1, prefetch: PREFETCH });
     } else if (scenario === "ledger") {
-      ledger = await runLedger(db!, queue, n, settings.queueArguments, stopMeters, paced ? { rate: settings.ledgerRate!, runTag, accounts: ACCOUNTS } : undefined);
+      ledger = await runLedger(db!, queue, n, settings.queueArguments, stopMeters, paced ? { rate: settings.ledgerRate!, runTag, accounts: ACCOUNTS } : undefined, settings.outboxMaxPending);
       measured = ledger;
     } else {
       measured = await runLibrary(queue, n, settings.queueArguments, { ...db!.libraryBatched(), ...settings.batched, observed: scenario === "observed" });

@@ -29,8 +29,10 @@ export { RETRY_ATTEMPT_HEADER } from "./amqp/retry-attempt.js";
 export {
   Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,
   type OutboxClaim, type OutboxRelayStore, type OutboxRow, type OutboxSettlement, type OutboxSubscription, OutboxSignal,
-  outboxMessageId, type OutboxJsonValue, type OutboxPublish, type OutboxPublishOptions,
+  outboxMessageId, type OutboxJsonValue, type OutboxPublish, type OutboxPublishOptions, type OutboxBackpressureOptions, outboxBackpressure,
 } from "./outbox/index.js";
+export type { Backpressure, BackpressureReading } from "./core/backpressure.js";
+export type { BackpressureState } from "./amqp/backpressure-gate.js";
 export * from "./retention/index.js";
 export * from "./quarantine/index.js";
 export { type FailingOutboxRow, type InboxOperations, type OperationsCapable, type OutboxBacklog, hasOperations } from "./store/operations.js";

@@ -10,6 +10,7 @@
  * (the events wait in a prepublished queue, so the time from their publish would only measure
  * the backlog). Paced (`--ledger-rate R`), the traffic process publishes the events during the
  * run at R per second instead, and the latency from each event's publish is measured too. The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
+ * With `--outbox-max-pending ROWS` the consumer runs with outboxBackpressure at that bound (LEDGER_OUTBOX_MAX_PENDING).
  */
 import { fork } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -17,7 +18,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import amqp from "amqplib";
-import { InboxConsumer, OutboxRelay, silentLogger } from "../../src/index.js";
+import { InboxConsumer, OutboxRelay, outboxBackpressure, silentLogger } from "../../src/index.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
 import type { BenchDatabase } from "../databases/bench-database.js";
 import { AMQP_URL, LatencyRecorder } from "../harness.js";
@@ -65,6 +66,7 @@ function eventIndex(eventId: string): number {
  */
 export async function runLedger(
   db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>, measured: () => void, pacing?: LedgerPacing,
+  outboxMaxPending?: number,
 ): Promise<LedgerMeasurement> {
   const exchange = `${queue}.balance-changed`;
   // Per event, allocated and written to up front so that they add nothing to RSS during the run.
@@ -112,6 +114,7 @@ export async function runLedger(
   const consumer = new InboxConsumer({
     url: AMQP_URL, queue, store: ledger.store, handler: ledger.handler, logger: silentLogger,
     batchSize: LEDGER_BATCH_SIZE, prefetch: LEDGER_PREFETCH, queueArguments,
+    ...(outboxMaxPending ? { backpressure: outboxBackpressure({ store: ledger.outbox!, maxPending: outboxMaxPending }) } : {}),
     onOutcome: (outcome, timing) => {
       if (outcome.kind !== "applied") return fail(new Error(`ledger: unexpected outcome ${outcome.kind}`));
       const now = performance.now();

@@ -18,6 +18,8 @@
  *                       an event that cannot apply yet (an adjustment before its account's opening) or
  *                       whose transient failures outlived the in-process retries waits in
  *                       `<LEDGER_QUEUE>.retry.<n>` for each in turn, and is quarantined after the last
+ *   LEDGER_OUTBOX_MAX_PENDING  N: consumption pauses while the outbox holds N unsent rows or more, and goes on
+ *                       below N/2 (the relay catches up before more events are applied); unset: never pauses
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
  *   LEDGER_METRICS_PORT serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port,
  *                       printed at start); unset: no server, and prom-client is not loaded
@@ -28,7 +30,7 @@
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
 import {
-  InboxConsumer, InboxError, OutboxRelay, createJsonLogger, describeAmqpConnectError, describeError, faultInjection, parseFaultSpec, redactSecrets,
+  InboxConsumer, InboxError, OutboxRelay, createJsonLogger, outboxBackpressure, describeAmqpConnectError, describeError, faultInjection, parseFaultSpec, redactSecrets,
 } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 import { startMetricsServer, withinMs } from "./metrics-server.js";
@@ -89,6 +91,7 @@ async function main(): Promise<void> {
   const batchSize = positiveInt("LEDGER_BATCH_SIZE", 500);
   const prefetch = positiveInt("LEDGER_PREFETCH", Math.max(200, 2 * batchSize));
   const retryDelaysMs = positiveIntList("LEDGER_RETRY_DELAYS_MS");
+  const outboxMaxPending = process.env.LEDGER_OUTBOX_MAX_PENDING ? positiveInt("LEDGER_OUTBOX_MAX_PENDING", 1) : undefined;
   const processSpans = process.env.LEDGER_PROCESS_SPANS || undefined;
   if (processSpans !== undefined && processSpans !== "message" && processSpans !== "batch") {
     throw new Error(`LEDGER_PROCESS_SPANS must be message or batch, got ${JSON.stringify(processSpans)}`);
@@ -122,12 +125,14 @@ async function main(): Promise<void> {
     })
     : undefined;
   if (!relay) logger.warn("this database has no transactional outbox yet: balance.changed is not published", { database: db.description });
+  if (outboxMaxPending !== undefined && !db.outbox) throw new Error("LEDGER_OUTBOX_MAX_PENDING is set, but this database has no transactional outbox to count");
   const consumer = new InboxConsumer({
     url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch, ...(processSpans ? { processSpans } : {}),
     ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : partitions ? { queueArguments: { "x-queue-type": "classic" } } : {}),
     ...(partitions ? { partitions: { count: partitions } } : {}),
     ...(fault ? { hook: faultInjection(fault) } : {}),
     ...(retryDelaysMs ? { retryDelaysMs } : {}), ...metrics,
+    ...(outboxMaxPending !== undefined && db.outbox ? { backpressure: outboxBackpressure({ store: db.outbox, maxPending: outboxMaxPending }) } : {}),
   });
   if (registry && port !== undefined) {
     const host = process.env.LEDGER_METRICS_HOST || "127.0.0.1";

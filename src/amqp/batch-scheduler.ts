@@ -9,6 +9,11 @@ export interface BatchSchedulerOptions {
   run: (batch: Delivery[]) => Promise<void>;
   /** `run` rejected: a bug, since it settles everything itself. */
   onRunFailed: (batch: Delivery[], error: unknown) => void;
+  /**
+   * Asked before each batch starts; false holds it (and those after it) back until the next
+   * `flush()`. Default: always true.
+   */
+  mayStart?: () => boolean;
 }
 
 /**
@@ -54,7 +59,7 @@ export class BatchScheduler {
 
   /** Starts the batches that fit now. */
   flush(): void {
-    while (!this.halted && this.pending.length > 0 && this.inFlight < this.options.concurrency) {
+    while (!this.halted && this.pending.length > 0 && this.inFlight < this.options.concurrency && (this.options.mayStart?.() ?? true)) {
       const batch = this.pending.splice(0, this.options.batchSize);
       this.inFlight++;
       for (const d of batch) d.consumer.batchStarted();

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { InboxConfigError } from "../core/errors.js";
+import type { Backpressure } from "../core/backpressure.js";
 import type { InboxHandler } from "../core/handler.js";
 import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
@@ -108,6 +109,12 @@ export interface InboxConsumerOptions<E, Tx> {
    * (`batchSize: 1`, where a batch is one message). See docs/observability.md.
    */
   processSpans?: ProcessSpans;
+  /**
+   * Holds off starting batches while something downstream asks it to, e.g.
+   * `outboxBackpressure({ store })`: consumption pauses while the outbox's unsent rows are over
+   * a bound. Default: none, the consumer never pauses. See docs/outbox.md.
+   */
+  backpressure?: Backpressure;
 }
 
 /**
@@ -158,6 +165,10 @@ export function consumerSettings<E, Tx>(options: InboxConsumerOptions<E, Tx>): C
   }
   const processSpans = options.processSpans ?? (batchSize === 1 ? "message" : "batch");
   if (processSpans !== "message" && processSpans !== "batch") throw new InboxConfigError(`processSpans must be "message" or "batch", got ${String(processSpans)}`);
+  const { backpressure } = options;
+  if (backpressure !== undefined && (typeof backpressure?.check !== "function" || !(backpressure.checkIntervalMs >= 1))) {
+    throw new InboxConfigError("backpressure must have a check() function and a checkIntervalMs of at least 1 (e.g. outboxBackpressure({ store }))");
+  }
   return {
     prefetch, batchSize, retryDelays, processSpans,
     concurrency: Math.min(options.concurrency ?? 1, options.store.maxConcurrentTransactions),

@@ -8,6 +8,7 @@ import { reconnectPolicy } from "../core/retry-policy.js";
 import type { ConsumerHealth } from "../observability/health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
 import { consumerMetricsFor } from "../observability/metrics-for.js";
+import { BackpressureGate } from "./backpressure-gate.js";
 import { BatchScheduler } from "./batch-scheduler.js";
 import { BrokerConnector } from "./broker-connection.js";
 import { partitionOf, prepareConsumerTopology } from "./consumer-topology.js";
@@ -42,6 +43,7 @@ export class InboxConsumer<E, Tx> {
   private readonly broker: ReconnectingSession;
   private readonly membership: PartitionMembership | undefined;
   private readonly batches: BatchScheduler;
+  private readonly gate: BackpressureGate | undefined;
   private readonly settler: DeliverySettler;
   private readonly metrics: ConsumerMetrics;
   /** By queue name, on the current session: the work queue, or the partitions this replica holds. */
@@ -59,8 +61,9 @@ export class InboxConsumer<E, Tx> {
     this.settings = consumerSettings(options);
     this.options = options;
     const logger = this.logger = options.logger ?? createJsonLogger();
-    this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store,
-      partitioned: options.partitions !== undefined, node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length });
+    const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
+    this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
+      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.state().paused } : {}) });
     this.pipeline = new InboxPipeline({
       store: options.store, handler: options.handler, logger,
       ...(options.retry ? { retry: options.retry } : {}),
@@ -97,7 +100,7 @@ export class InboxConsumer<E, Tx> {
     });
     this.batches = new BatchScheduler({
       batchSize: this.settings.batchSize, concurrency: this.settings.concurrency,
-      run: (batch) => this.runBatch(batch),
+      run: (batch) => this.runBatch(batch), ...(gate ? { mayStart: () => gate.open } : {}),
       onRunFailed: (batch, error) => {
         // runBatch settles everything itself; reaching here is a bug. The deliveries stay
         // unacked and come back when their channels close.
@@ -124,9 +127,7 @@ export class InboxConsumer<E, Tx> {
   }
 
   /** Outcome counts since start. */
-  get outcomeCounts(): Readonly<OutcomeCounts> {
-    return this.settler.counts;
-  }
+  get outcomeCounts(): Readonly<OutcomeCounts> { return this.settler.counts; }
 
   /** The partitions this replica consumes now (partitioned mode), sorted; [] otherwise. */
   get heldPartitions(): number[] {
@@ -140,7 +141,7 @@ export class InboxConsumer<E, Tx> {
     const subscribed = this.options.partitions ? this.membership?.attached === true : [...this.consumers.values()].some((c) => c.open && c.session === session);
     return {
       state: this.state, connected: session !== undefined, node: session?.node ?? null, consuming: this.state === "running" && session !== undefined && subscribed,
-      lastCommitAt: this.settler.lastCommitAt, outcomes: { ...this.settler.counts },
+      lastCommitAt: this.settler.lastCommitAt, outcomes: { ...this.settler.counts }, ...(this.gate ? { backpressure: this.gate.state() } : {}),
       ...(this.options.partitions ? { partitionsHeld: this.heldPartitions } : {}),
     };
   }
@@ -205,6 +206,7 @@ export class InboxConsumer<E, Tx> {
     } else if (open) {
       for (const consumer of this.consumers.values()) await consumer.cancel(this.logger);
     }
+    await this.gate?.release();
     this.batches.flush();
     await this.batches.whenIdle();
     this.settler.flushAcks();
@@ -279,8 +281,7 @@ export class InboxConsumer<E, Tx> {
 
   private async consume(session: BrokerSession, queue: string): Promise<void> {
     const consumer = await QueueConsumer.start(session, queue, {
-      prefetch: this.settings.prefetch, logger: this.logger,
-      onDelivery: (c, message) => this.received(c, message),
+      prefetch: this.settings.prefetch, logger: this.logger, onDelivery: (c, message) => this.received(c, message),
     });
     this.consumers.set(queue, consumer);
   }

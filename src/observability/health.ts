@@ -1,3 +1,4 @@
+import type { BackpressureState } from "../amqp/backpressure-gate.js";
 import type { OutcomeCounts } from "../amqp/delivery-settler.js";
 
 /** A consumer's state for a readiness probe or a status page: a plain object, cheap to read. */
@@ -16,6 +17,8 @@ export interface ConsumerHealth {
   lastCommitAt: Date | null;
   /** Partitioned consumption: the partitions held now. */
   partitionsHeld?: number[];
+  /** With a `backpressure` option: whether it pauses consumption now, since when, and its last figures. */
+  backpressure?: BackpressureState;
   outcomes: Readonly<OutcomeCounts>;
 }
 

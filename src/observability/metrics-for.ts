@@ -25,7 +25,7 @@ function meter() {
  */
 export function consumerMetricsFor(
   options: MetricsOptions | undefined,
-  consumer: { queue: string; handler: { name?: unknown } | undefined; store: object; partitioned: boolean; node: () => string | undefined; partitionsHeld: () => number },
+  consumer: { queue: string; handler: { name?: unknown } | undefined; store: object; partitioned: boolean; node: () => string | undefined; partitionsHeld: () => number; paused?: () => boolean },
 ): ConsumerMetrics {
   const handler = consumer.handler?.name;
   // Without a handler name the pipeline refuses the configuration right after: register nothing.
@@ -35,6 +35,7 @@ export function consumerMetricsFor(
   const sources = {
     queue: consumer.queue, handler, node: consumer.node,
     ...(consumer.partitioned ? { partitionsHeld: consumer.partitionsHeld } : {}),
+    ...(consumer.paused ? { paused: consumer.paused } : {}),
     ...(operations ? { quarantineCounts: () => operations.quarantineCounts() } : {}),
   };
   const otelMeter = meter();

@@ -2,7 +2,7 @@ import type { Attributes, Histogram, Meter } from "@opentelemetry/api";
 import type { Outcome } from "../core/outcome.js";
 import type { ConsumerMetrics, SettledDelivery } from "./inbox-metrics.js";
 import type { ConsumerGaugeSources } from "./prom-consumer-metrics.js";
-import { BATCH_SIZE_BUCKETS, SECONDS_BUCKETS, heldEntries } from "./prom-consumer-metrics.js";
+import { BATCH_SIZE_BUCKETS, PAUSED_HELP, SECONDS_BUCKETS, heldEntries } from "./prom-consumer-metrics.js";
 import { RateLimitedSample } from "./rate-limited-sample.js";
 
 /**
@@ -42,10 +42,16 @@ export function otelConsumerMetrics(meter: Meter, sources: ConsumerGaugeSources 
   connected.addCallback(observeConnected);
   observers.push(() => connected.removeCallback(observeConnected));
 
-  const { partitionsHeld, quarantineCounts } = sources;
+  const { partitionsHeld, paused, quarantineCounts } = sources;
   if (partitionsHeld) {
     const gauge = meter.createObservableGauge("rabbit_inbox_partitions_held", { description: "Partition queues this replica consumes now." });
     const observe = (result: { observe(value: number, attributes: Attributes): void }) => result.observe(partitionsHeld(), { queue });
+    gauge.addCallback(observe);
+    observers.push(() => gauge.removeCallback(observe));
+  }
+  if (paused) {
+    const gauge = meter.createObservableGauge("rabbit_inbox_consumer_paused", { description: PAUSED_HELP });
+    const observe = (result: { observe(value: number, attributes: Attributes): void }) => result.observe(paused() ? 1 : 0, { queue });
     gauge.addCallback(observe);
     observers.push(() => gauge.removeCallback(observe));
   }

@@ -7,6 +7,7 @@ import { scrapedGauge, sharedCounter, sharedHistogram } from "./shared-metrics.j
 /** Seconds, from a millisecond to a minute: settle latency and transaction time. */
 export const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 export const BATCH_SIZE_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000];
+export const PAUSED_HELP = "1 while backpressure (e.g. the outbox backlog) holds this consumer's batches back, 0 otherwise.";
 
 /** What the consumer's gauges read on scrape. */
 export interface ConsumerGaugeSources {
@@ -16,6 +17,8 @@ export interface ConsumerGaugeSources {
   node: () => string | undefined;
   /** The partitions held now; absent when consumption is not partitioned. */
   partitionsHeld?: () => number;
+  /** Whether backpressure holds consumption now; absent without a `backpressure` option. */
+  paused?: () => boolean;
   /** The store's quarantine counts (all handlers); absent when the store has no operations. */
   quarantineCounts?: () => Promise<QuarantineCount[]>;
 }
@@ -63,10 +66,15 @@ export function promConsumerMetrics(options: MetricsOptions, sources: ConsumerGa
       else if (lastNode !== undefined) gauge.set({ role: "consumer", queue, node: lastNode }, 0);
     }),
   ];
-  const { partitionsHeld, quarantineCounts } = sources;
+  const { partitionsHeld, paused, quarantineCounts } = sources;
   if (partitionsHeld) {
     removers.push(scrapedGauge(registry, "rabbit_inbox_partitions_held", "Partition queues this replica consumes now.", ["queue"], (gauge) => {
       gauge.set({ queue }, partitionsHeld());
+    }));
+  }
+  if (paused) {
+    removers.push(scrapedGauge(registry, "rabbit_inbox_consumer_paused", PAUSED_HELP, ["queue"], (gauge) => {
+      gauge.set({ queue }, paused() ? 1 : 0);
     }));
   }
   if (quarantineCounts) {

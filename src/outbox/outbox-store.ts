@@ -79,6 +79,12 @@ export interface OutboxRelayStore {
   /** Deletes up to `limit` rows sent before `sentBefore`; returns how many. */
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number>;
   /**
+   * Unsent rows, counted up to `atMost` and no further: as cheap with a million waiting as with
+   * a thousand, so a consumer can ask it every second (`outboxBackpressure`). Rows waiting for a
+   * retry and rows being published count too.
+   */
+  countPendingOutbox?(atMost: number): Promise<number>;
+  /**
    * Cross-process wake-up (PostgreSQL LISTEN). `onWake` runs when another session committed
    * outbox rows; `onLost` when the subscription broke (the relay polls meanwhile, and listens again).
    */

@@ -52,6 +52,15 @@ export class MysqlOutboxRelay {
     });
   }
 
+  /** Unsent rows up to `atMost`, through the index that leads with `sent_at`; a plain read, no locks. */
+  async countPending(atMost: number): Promise<number> {
+    const n = Math.max(0, Math.trunc(atMost));
+    const { rows } = await this.driver.read((query) => query({
+      text: `SELECT COUNT(*) AS n FROM (SELECT 1 FROM ${this.table} WHERE sent_at IS NULL LIMIT ${n}) AS pending`, values: [],
+    }));
+    return Number(rows[0]!.n);
+  }
+
   /** Deletes up to `limit` rows sent before `sentBefore`, oldest first, in one short statement. */
   async cleanup(sentBefore: Date, limit: number): Promise<number> {
     const n = Math.max(0, Math.trunc(limit));

@@ -126,6 +126,10 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
     return this.relay.cleanup(sentBefore, limit);
   }
+
+  countPendingOutbox(atMost: number): Promise<number> {
+    return this.relay.countPending(atMost);
+  }
 }
 
 /** mysql2's pool emits the raw connection it just opened. */

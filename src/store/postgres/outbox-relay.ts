@@ -49,6 +49,11 @@ export class PostgresOutboxRelay<C extends PgClient> {
     return affected;
   }
 
+  async countPending(atMost: number): Promise<number> {
+    const { rows } = await this.driver.read((query) => query({ name: this.sql.countPendingName, text: this.sql.countPending, values: [atMost] }));
+    return Number(rows[0]!.n);
+  }
+
   async claim(limit: number, holding?: ReadonlyMap<string, number>): Promise<OutboxClaim | null> {
     const { client, release } = await checkOut(this.pool);
     let open = false;
@@ -225,6 +230,9 @@ function relayStatements(prefix: string, tag: string) {
         available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
       FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, error, delay_ms)
       WHERE o.id = f.id`,
+    countPendingName: `ri_outbox_count_pending${tag}`,
+    // Through the partial index of unsent rows, stopping after $1 of them.
+    countPending: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${t} WHERE sent_at IS NULL LIMIT $1) AS pending`,
     cleanupName: `ri_outbox_cleanup${tag}`,
     cleanup: `DELETE FROM ${t} WHERE id IN (
         SELECT id FROM ${t} WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,

@@ -83,6 +83,10 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
     return this.relay.cleanup(sentBefore, limit);
   }
 
+  countPendingOutbox(atMost: number): Promise<number> {
+    return this.relay.countPending(atMost);
+  }
+
   /** LISTEN on a dedicated pool client (it stays checked out until the subscription closes). */
   listenOutbox(onWake: () => void, onLost: (error: Error) => void): Promise<OutboxSubscription> {
     return this.relay.listen(onWake, onLost);

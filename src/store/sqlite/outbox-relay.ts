@@ -21,6 +21,7 @@ function head(bound: string): string {
 }
 
 const SQL = {
+  countPending: `SELECT count(*) AS n FROM (SELECT 1 FROM ${T} WHERE sent_at IS NULL LIMIT @atMost)`,
   cleanup: `DELETE FROM ${T} WHERE id IN (
     SELECT id FROM ${T} WHERE sent_at IS NOT NULL AND sent_at < @before ORDER BY sent_at LIMIT @limit)`,
   // Due, unleased rows without an ordering key, through the index of due unordered rows.
@@ -64,6 +65,11 @@ export class SqliteOutboxRelay {
   private keyCursor: string | null = null;
 
   constructor(private readonly driver: SqlDriver<unknown>) {}
+
+  async countPending(atMost: number): Promise<number> {
+    const { rows } = await this.driver.read((query) => run(query, SQL.countPending, { atMost }));
+    return Number(rows[0]!.n);
+  }
 
   cleanup(sentBefore: Date, limit: number): Promise<number> {
     return this.driver.transaction(async ({ query }) => (await run(query, SQL.cleanup, { before: sentBefore.getTime(), limit })).affected);

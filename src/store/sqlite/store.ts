@@ -81,4 +81,8 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlS
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
     return this.relay.cleanup(sentBefore, limit);
   }
+
+  countPendingOutbox(atMost: number): Promise<number> {
+    return this.relay.countPending(atMost);
+  }
 }
