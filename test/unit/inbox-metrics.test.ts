@@ -179,10 +179,10 @@ describe("a consumer without a handler", () => {
 describe("the metrics' documentation", () => {
   it("names every metric and instrument the library makes, and the dashboard queries no other", () => {
     const registry = new Registry();
-    promConsumerMetrics({ registry }, { queue: "q", handler: "h", node: () => "n", partitionsHeld: () => 0, quarantineCounts: () => Promise.resolve([]) });
+    promConsumerMetrics({ registry }, { queue: "q", handler: "h", node: () => "n", partitionsHeld: () => 0, paused: () => false, quarantineCounts: () => Promise.resolve([]) });
     promRelayMetrics({ registry }, { node: () => "n", backlog: () => Promise.reject(new Error("unused")) });
     const registered = new Set(registry.getMetricsAsArray().map((m) => m.name));
-    expect(registered.size).toBe(15);
+    expect(registered.size).toBe(16);
     const namesIn = (text: string) => new Set([...text.matchAll(/rabbit_inbox_[a-z_]+/g)].map((m) => m[0].replace(/_(bucket|sum|count)$/, "")));
     const docs = namesIn(readFileSync(new URL("../../docs/observability.md", import.meta.url), "utf8"));
     const dashboard = namesIn(readFileSync(new URL("../../docs/grafana/rabbit-inbox.json", import.meta.url), "utf8"));
@@ -190,9 +190,9 @@ describe("the metrics' documentation", () => {
     const instruments = new Set<string>();
     const instrument = () => ({ add: () => undefined, record: () => undefined, addCallback: () => undefined, removeCallback: () => undefined });
     const meter = new Proxy({}, { get: () => (name: string) => { instruments.add(name); return instrument(); } }) as unknown as Meter;
-    otelConsumerMetrics(meter, { queue: "q", handler: "h", node: () => "n", partitionsHeld: () => 0, quarantineCounts: () => Promise.resolve([]), sampleIntervalMs: 1 });
+    otelConsumerMetrics(meter, { queue: "q", handler: "h", node: () => "n", partitionsHeld: () => 0, paused: () => false, quarantineCounts: () => Promise.resolve([]), sampleIntervalMs: 1 });
     otelRelayMetrics(meter, { node: () => "n", backlog: () => Promise.reject(new Error("unused")) });
-    expect(instruments.size).toBe(15);
+    expect(instruments.size).toBe(16);
     expect([...registered].filter((name) => !docs.has(name))).toEqual([]);
     expect([...instruments].filter((name) => !docs.has(name))).toEqual([]);
     expect([...docs].filter((name) => !registered.has(name) && !instruments.has(name))).toEqual([]);

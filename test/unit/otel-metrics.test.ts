@@ -153,6 +153,22 @@ describe("OpenTelemetry metrics", () => {
     failing.close();
   });
 
+  it("reports 1 while backpressure holds the consumer back, 0 once it goes on, and nothing without the option", async () => {
+    let pause = true;
+    const backpressure = { name: "test backlog", checkIntervalMs: 5, check: () => Promise.resolve({ pause, detail: {} }) };
+    const { consumer } = env.build({ backpressure, batchSize: 1 });
+    await consumer.start();
+    broker.publishJson("work", { tenant: "t1", event_id: "e-1", amount: 1 });
+    await until(() => consumer.health().backpressure?.paused === true, "the pause");
+    expect(value(await collect(), "rabbit_inbox_consumer_paused", { queue: "work" })).toBe(1);
+    pause = false;
+    await until(() => consumer.health().backpressure?.paused === false, "the resume");
+    expect(value(await collect(), "rabbit_inbox_consumer_paused", { queue: "work" })).toBe(0);
+    const plain = env.build({ queue: "plain" }).consumer;
+    await plain.start();
+    expect(value(await collect(), "rabbit_inbox_consumer_paused", { queue: "plain" })).toBeUndefined();
+  });
+
   it("makes nothing without a registered MeterProvider", () => {
     metrics.disable();
     const consumer = consumerMetricsFor(undefined, { queue: "q", handler: { name: "h" }, store: {}, partitioned: false, node: () => "n", partitionsHeld: () => 0 });
