@@ -54,10 +54,7 @@ export class BackpressureGate {
   }
 
   state(): BackpressureState {
-    return {
-      name: this.source.name, paused: this.paused && !this.released,
-      pausedSince: this.paused && this.pausedAt !== undefined ? new Date(this.pausedAt) : null, detail: { ...this.detail },
-    };
+    return { name: this.source.name, paused: this.paused, pausedSince: this.pausedAt === undefined ? null : new Date(this.pausedAt), detail: { ...this.detail } };
   }
 
   /**
@@ -69,6 +66,7 @@ export class BackpressureGate {
     this.clearTimer();
     const wasPaused = this.paused;
     this.paused = false;
+    this.pausedAt = undefined;
     if (wasPaused) this.options.onOpen();
     await this.checking;
   }
@@ -123,11 +121,11 @@ export class BackpressureGate {
       void this.refresh();
     }, this.source.checkIntervalMs);
     // The consumer's connection keeps the process alive while it runs; this timer alone must not.
-    this.timer.unref?.();
+    this.timer.unref();
   }
 
   private clearTimer(): void {
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    clearTimeout(this.timer);
     this.timer = undefined;
   }
 }

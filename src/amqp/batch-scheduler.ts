@@ -68,7 +68,7 @@ export class BatchScheduler {
         .finally(() => {
           this.inFlight--;
           for (const d of batch) d.consumer.batchDone();
-          if (this.pending.length > 0) this.flush();
+          this.flush();
           this.wakeIdleWaiters();
         });
     }

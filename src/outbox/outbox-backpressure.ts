@@ -28,7 +28,7 @@ export interface OutboxBackpressureOptions {
  * The price is the other direction: a relay that cannot publish at all (the broker refuses the
  * exchange, nothing is bound to it and the rows come back unroutable, no relay runs) stops the
  * consumers too once the bound is reached. Their logs then say so, with the backlog's failing
- * and unroutable rows, and `rabbit-inbox status` shows the failing rows.
+ * and unroutable rows, and `rabbit-inbox doctor` names the failing rows.
  *
  * @example
  * new InboxConsumer({ ..., backpressure: outboxBackpressure({ store, maxPending: 10_000 }) })

@@ -120,6 +120,9 @@ describe("BackpressureGate", () => {
     await s.fail("connection refused");
     expect(gate.open).toBe(true);
     expect(lines).toEqual([{ level: "warn", message: "could not read the test backlog; consumption stays on until a check succeeds", fields: { queue: "work", error: "connection refused" } }]);
+    // Open: the next batch start asks again, no timer does.
+    await vi.advanceTimersByTimeAsync(5 * INTERVAL);
+    expect(s.asked).toEqual([false]);
     clock += INTERVAL;
     expect(gate.open).toBe(true);
     await s.answer(true);
@@ -165,12 +168,24 @@ describe("BackpressureGate", () => {
     await s.answer(true, { pending: 99 });
     await release;
     expect(gate.open).toBe(true);
-    expect(gate.state().paused).toBe(false);
+    expect(gate.state()).toMatchObject({ paused: false, pausedSince: null });
     await vi.advanceTimersByTimeAsync(10 * INTERVAL);
     clock += 10 * INTERVAL;
     expect(gate.open).toBe(true);
     expect(s.asked).toEqual([false, true]);
     expect(opened).toBe(1);
+  });
+
+  it("a check that fails after release() logs nothing: the consumer is stopping", async () => {
+    const s = scripted();
+    const gate = gateOn(s.source);
+    expect(gate.open).toBe(true);
+    const release = gate.release();
+    await s.fail("pool closed");
+    await release;
+    expect(lines).toEqual([]);
+    await vi.advanceTimersByTimeAsync(10 * INTERVAL);
+    expect(s.asked).toEqual([false]);
   });
 
   it("release() of an open gate calls nothing back", async () => {
@@ -213,6 +228,7 @@ describe("outboxBackpressure", () => {
     let pending = 10;
     const bp = outboxBackpressure({ store: store(() => pending), maxPending: 10, resumeBelow: 10, checkIntervalMs: 50 });
     expect(bp.checkIntervalMs).toBe(50);
+    expect(outboxBackpressure({ store: store(() => 0), checkIntervalMs: 1 }).checkIntervalMs).toBe(1);
     expect((await bp.check(false)).pause).toBe(true);
     pending = 9;
     expect((await bp.check(true)).pause).toBe(false);
