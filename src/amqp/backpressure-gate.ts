@@ -59,16 +59,16 @@ export class BackpressureGate {
 
   /**
    * Holds nothing back any more, for good: the consumer is stopping and finishes what it holds.
-   * Waits for a check under way, so that nothing is left running once the consumer stopped.
+   * A check under way is not waited for (a database that does not answer must not hold the stop
+   * up); whatever it answers later changes nothing and logs nothing.
    */
-  async release(): Promise<void> {
+  release(): void {
     this.released = true;
     this.clearTimer();
     const wasPaused = this.paused;
     this.paused = false;
     this.pausedAt = undefined;
     if (wasPaused) this.options.onOpen();
-    await this.checking;
   }
 
   private refresh(): Promise<void> {

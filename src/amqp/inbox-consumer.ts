@@ -206,7 +206,7 @@ export class InboxConsumer<E, Tx> {
     } else if (open) {
       for (const consumer of this.consumers.values()) await consumer.cancel(this.logger);
     }
-    await this.gate?.release();
+    this.gate?.release();
     this.batches.flush();
     await this.batches.whenIdle();
     this.settler.flushAcks();

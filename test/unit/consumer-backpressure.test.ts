@@ -93,6 +93,22 @@ describe("a consumer with backpressure", () => {
     expect(state.checks).toBe(checks);
   });
 
+  it("stop() does not wait for a check that never answers (a database that hangs)", async () => {
+    let checks = 0;
+    const backpressure: Backpressure = {
+      name: "test backlog", checkIntervalMs: 5,
+      check: () => (++checks === 1 ? Promise.resolve({ pause: true, detail: {} }) : new Promise(() => undefined)),
+    };
+    const { consumer, store, lines } = env.build({ batchSize: 5, prefetch: 20, backpressure });
+    await consumer.start();
+    for (let n = 1; n <= 10; n++) broker.publishJson("work", event(n));
+    await until(() => checks >= 2, "a check that hangs");
+    await consumer.stop();
+    expect(store.effects).toEqual(ids(1, 10));
+    expect(broker.depth("work")).toEqual({ ready: 0, unacked: 0 });
+    expect(lines.filter((l) => l.level === "error")).toEqual([]);
+  });
+
   it("never pauses while the backpressure says go on, and asks it at most once per interval", async () => {
     const { state, backpressure } = switchable(false);
     const slow = { ...backpressure, checkIntervalMs: 60_000 };
