@@ -7,8 +7,10 @@
  * by checking that every event was applied once: one dedup record per event, nothing
  * quarantined, every balance exact, one outbox row per adjustment.
  *
- *   throughput  N events (accounts opened, then adjusted, routed by account) with 1, 2 and 3
- *               replicas, msg/s from the first dedup record to the last, in two modes:
+ *   throughput  N events (--throughput-accounts accounts opened, then each adjusted --adjustments
+ *               times, routed by account) with 1, 2 and 3 replicas, msg/s from the first dedup
+ *               record to the last, in two modes (large enough that the replicas' start and the
+ *               partitions' first hand-overs, a second or two, do not decide the rate):
  *               backlog: the events are preloaded, then the replicas start together;
  *               live: the replicas start and share the partitions, then the events are published
  *   rebalance   2 replicas under a steady stream; a third joins (time from its spawn until all
@@ -20,7 +22,7 @@
  *               the other nodes within --recovery-timeout seconds are reported as such, the node
  *               is restarted, and the gap then runs until they caught up.
  *
- *   npm run bench:scale-out -- [--only throughput,rebalance,failover] [--modes backlog,live] [--accounts 1000]
+ *   npm run bench:scale-out -- [--only throughput,rebalance,failover] [--modes backlog,live] [--throughput-accounts 10000] [--accounts 1000]
  *     [--adjustments 9] [--replicas 1,2,3] [--partitions 6] [--rate 300] [--rounds 1] [--kills 5]
  *     [--failover-replicas 3] [--recovery-timeout 15] [--cluster-name bench] [--cluster-port 5741] [--keep-cluster] [--json]
  *
@@ -50,6 +52,9 @@ type Part = (typeof PARTS)[number];
 interface Args {
   only: Part[];
   modes: ThroughputMode[];
+  /** Accounts of the throughput part's events. */
+  throughputAccounts: number;
+  /** Accounts of the streams of the rebalance and failover parts. */
   accounts: number;
   adjustments: number;
   replicas: number[];
@@ -66,11 +71,11 @@ interface Args {
   json: boolean;
 }
 
-const USAGE = "npm run bench:scale-out -- [--only throughput,rebalance,failover] [--modes backlog,live] [--accounts 1000] [--adjustments 9] [--replicas 1,2,3] [--partitions 6] [--rate 300] [--rounds 1] [--kills 5] [--failover-replicas 3] [--recovery-timeout 15] [--cluster-name bench] [--cluster-port 5741] [--keep-cluster] [--json]";
+const USAGE = "npm run bench:scale-out -- [--only throughput,rebalance,failover] [--modes backlog,live] [--throughput-accounts 10000] [--accounts 1000] [--adjustments 9] [--replicas 1,2,3] [--partitions 6] [--rate 300] [--rounds 1] [--kills 5] [--failover-replicas 3] [--recovery-timeout 15] [--cluster-name bench] [--cluster-port 5741] [--keep-cluster] [--json]";
 
 function parseArgs(argv: string[]): Args {
   const args: Args = {
-    only: [...PARTS], modes: [...THROUGHPUT_MODES], accounts: 1000, adjustments: 9, replicas: [1, 2, 3], partitions: 6, rate: 300, rounds: 1, kills: 5,
+    only: [...PARTS], modes: [...THROUGHPUT_MODES], throughputAccounts: 10_000, accounts: 1000, adjustments: 9, replicas: [1, 2, 3], partitions: 6, rate: 300, rounds: 1, kills: 5,
     failoverReplicas: 3, recoveryTimeout: 15, clusterName: "bench", clusterPort: 5741, keepCluster: false, json: false,
   };
   const positive = (name: string, text: string) => {
@@ -92,6 +97,7 @@ function parseArgs(argv: string[]): Args {
         return m as ThroughputMode;
       });
     } else if (a === "--accounts") args.accounts = positive(a, next());
+    else if (a === "--throughput-accounts") args.throughputAccounts = positive(a, next());
     else if (a === "--adjustments") args.adjustments = positive(a, next());
     else if (a === "--replicas") args.replicas = next().split(",").map((r) => positive(a, r));
     else if (a === "--partitions") args.partitions = positive(a, next());
@@ -356,9 +362,9 @@ async function measureThroughput(cluster: LocalCluster, args: Args, replicaCount
       await deployment.waitEvenSplit(replicas);
     }
     const drain = await BalanceChangedDrain.start(cluster.urls[0]!, deployment.queue);
-    const workload = new LedgerWorkload(TENANT, args.accounts, randomBytes(4).toString("hex"));
+    const workload = new LedgerWorkload(TENANT, args.throughputAccounts, randomBytes(4).toString("hex"));
     const publisher = await StreamPublisher.connect(cluster.urls[0]!, workload, deployment.queue);
-    const total = args.accounts * (1 + args.adjustments);
+    const total = args.throughputAccounts * (1 + args.adjustments);
     const progress = await DedupProgress.start(deployment.databaseUrl);
     try {
       progress.startPolling();
@@ -644,7 +650,8 @@ async function main(): Promise<void> {
   try {
     const machine = await describeMachine(cluster);
     const settings = {
-      partitions: args.partitions, accounts: args.accounts, adjustmentsPerAccount: args.adjustments, events: args.accounts * (1 + args.adjustments),
+      partitions: args.partitions, throughputAccounts: args.throughputAccounts, streamAccounts: args.accounts, adjustmentsPerAccount: args.adjustments,
+      events: args.throughputAccounts * (1 + args.adjustments),
       replicas: args.replicas, streamRate: args.rate, rebalanceRounds: args.rounds, kills: args.kills, failoverReplicas: args.failoverReplicas,
       ledger: "compiled examples/ledger/main.js, LEDGER_BATCH_SIZE 500, prefetch 1000 per partition, outbox relay on, quorum partitions",
     };
