@@ -24,6 +24,8 @@ afterAll(async () => {
  */
 async function consumeAll(node: NodeNumber, queue: string, count: number, timeoutMs = 60_000): Promise<amqp.ConsumeMessage[]> {
   const connection = await amqp.connect(cluster.url(node));
+  // A connection-level error would otherwise be an uncaught exception; the wait below fails instead.
+  connection.on("error", () => undefined);
   try {
     const channel = await connection.createChannel();
     await channel.prefetch(50);

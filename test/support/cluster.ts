@@ -198,6 +198,9 @@ export class RabbitNodeSet {
     for (;;) {
       try {
         const connection = await amqp.connect(this.url(node));
+        // A node that is still starting (or being reset) may close it with 541 at once: an
+        // 'error' event without a listener would be an uncaught exception; close() reports it.
+        connection.on("error", () => undefined);
         await connection.close();
         return;
       } catch (error) {
@@ -210,6 +213,7 @@ export class RabbitNodeSet {
   /** Runs `work` with a channel on a fresh connection to one node; closes it afterwards. */
   async withChannel<T>(node: NodeNumber, work: (channel: amqp.Channel) => Promise<T>): Promise<T> {
     const connection = await amqp.connect(this.url(node));
+    connection.on("error", () => undefined);
     try {
       const channel = await connection.createChannel();
       channel.on("error", () => undefined);
@@ -227,6 +231,7 @@ export class RabbitNodeSet {
   /** Publishes bodies (objects as JSON) persistently with confirms through one node. */
   async publish(node: NodeNumber, queue: string, bodies: ReadonlyArray<object | string | Buffer>, options: amqp.Options.Publish = {}): Promise<void> {
     const connection = await amqp.connect(this.url(node));
+    connection.on("error", () => undefined);
     try {
       const channel = await connection.createConfirmChannel();
       for (const body of bodies) {
