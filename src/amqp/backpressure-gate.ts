@@ -32,7 +32,7 @@ export interface BackpressureState {
  * a check says pause, no batch starts until a later check (one per interval) says otherwise.
  */
 export class BackpressureGate {
-  private paused = false;
+  /** When the current pause began; undefined while batches may start. */
   private pausedAt: number | undefined;
   private lastCheckAt = -Infinity;
   private lastStillPausedLogAt = 0;
@@ -53,6 +53,11 @@ export class BackpressureGate {
     return !this.paused;
   }
 
+  /** Whether it holds batches back now. */
+  get paused(): boolean {
+    return this.pausedAt !== undefined;
+  }
+
   state(): BackpressureState {
     return { name: this.source.name, paused: this.paused, pausedSince: this.pausedAt === undefined ? null : new Date(this.pausedAt), detail: { ...this.detail } };
   }
@@ -66,7 +71,6 @@ export class BackpressureGate {
     this.released = true;
     this.clearTimer();
     const wasPaused = this.paused;
-    this.paused = false;
     this.pausedAt = undefined;
     if (wasPaused) this.options.onOpen();
   }
@@ -92,24 +96,21 @@ export class BackpressureGate {
     if (this.released) return;
     this.detail = reading.detail;
     const at = this.now();
-    if (reading.pause && !this.paused) {
-      this.paused = true;
+    const { pausedAt } = this;
+    if (pausedAt === undefined) {
+      if (!reading.pause) return;
       this.pausedAt = this.lastStillPausedLogAt = at;
       logger.warn(`${name} over its bound: no new batch starts until it comes down (deliveries held stay unacked)`, { queue, ...reading.detail });
-    } else if (!reading.pause && this.paused) {
-      const pausedMs = at - (this.pausedAt ?? at);
-      this.paused = false;
+    } else if (!reading.pause) {
       this.pausedAt = undefined;
-      logger.info(`${name} back under its bound: consumption resumes`, { queue, pausedMs, ...reading.detail });
+      logger.info(`${name} back under its bound: consumption resumes`, { queue, pausedMs: at - pausedAt, ...reading.detail });
       this.options.onOpen();
       return;
-    }
-    if (!this.paused) return;
-    if (at - this.lastStillPausedLogAt >= STILL_PAUSED_LOG_INTERVAL_MS) {
+    } else if (at - this.lastStillPausedLogAt >= STILL_PAUSED_LOG_INTERVAL_MS) {
       this.lastStillPausedLogAt = at;
       // The broker's consumer timeout (30 minutes by default) closes a channel whose deliveries
       // stay unacked longer: they then go back to the queue, to be delivered again.
-      logger.warn(`consumption still paused on the ${name}`, { queue, pausedMs: at - (this.pausedAt ?? at), ...reading.detail });
+      logger.warn(`consumption still paused on the ${name}`, { queue, pausedMs: at - pausedAt, ...reading.detail });
     }
     this.pollLater();
   }

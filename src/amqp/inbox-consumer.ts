@@ -63,7 +63,7 @@ export class InboxConsumer<E, Tx> {
     const logger = this.logger = options.logger ?? createJsonLogger();
     const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
     this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
-      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.state().paused } : {}) });
+      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) });
     this.pipeline = new InboxPipeline({
       store: options.store, handler: options.handler, logger,
       ...(options.retry ? { retry: options.retry } : {}),

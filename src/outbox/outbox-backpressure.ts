@@ -71,7 +71,7 @@ async function whatWaits(store: object): Promise<Record<string, unknown>> {
     const backlog = await store.operations().outboxBacklog();
     return {
       pendingTotal: backlog.pending, failing: backlog.failing, unroutable: backlog.unroutable, oldestPendingAgeSeconds: oldestPendingAgeSeconds(backlog),
-      ...(backlog.worst ? { worst: { exchange: backlog.worst.exchange, routingKey: backlog.worst.routingKey, attempts: backlog.worst.attempts, lastError: backlog.worst.lastError } } : {}),
+      ...(backlog.worst ? { worst: backlog.worst } : {}),
     };
   } catch (error) {
     return { backlogReadFailed: describeError(error) };

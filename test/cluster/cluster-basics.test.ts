@@ -5,7 +5,7 @@
  * comes back into the cluster and the queue when restarted.
  */
 import { randomBytes } from "node:crypto";
-import amqp from "amqplib";
+import type amqp from "amqplib";
 import { afterAll, expect, it } from "vitest";
 import { type NodeNumber, cluster, killNode, restartNode } from "../support/cluster.js";
 
@@ -23,9 +23,7 @@ afterAll(async () => {
  * queue has processed them gives the messages back.
  */
 async function consumeAll(node: NodeNumber, queue: string, count: number, timeoutMs = 60_000): Promise<amqp.ConsumeMessage[]> {
-  const connection = await amqp.connect(cluster.url(node));
-  // A connection-level error would otherwise be an uncaught exception; the wait below fails instead.
-  connection.on("error", () => undefined);
+  const connection = await cluster.connect(node);
   try {
     const channel = await connection.createChannel();
     await channel.prefetch(50);

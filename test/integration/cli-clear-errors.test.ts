@@ -1,8 +1,9 @@
 /**
  * Failures name what failed and how to fix it: the ledger tells the broker from the database, a
- * missing vhost and an unparsable URL say so (naming the variable), a server never reached is
- * not a connection "lost", an absurd replay window is a usage error, and `migrate` without a
- * database does not invent one. Real processes, real broker and databases.
+ * missing vhost and an unparsable URL say so (naming the variable), a bad setting is refused
+ * before anything connects, a server never reached is not a connection "lost", an absurd replay
+ * window is a usage error, and `migrate` without a database does not invent one. Real
+ * processes, real broker and databases.
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -67,6 +68,24 @@ describe("the ledger says whether the broker or the database failed", () => {
     expect(lastPlainLine(vhost)).toMatch(/^ledger: RabbitMQ \(AMQP_URL=.*\): RabbitMQ refused to open virtual host "ri-no-such-vhost-[0-9a-f]+": it does not exist, or user "guest" has no permission on it/);
     expect(lastPlainLine(badUrl)).toMatch(/^ledger: database \(DATABASE_URL=postgres:\/\/postgres:\*\*\*@.*\): DATABASE_URL is not a valid URL: percent-encode/);
     for (const r of [database, broker, vhost, badUrl]) expect(r.stderr).not.toMatch(/S3cretPW|pa#ss|ConnectionOpenOk/);
+  });
+});
+
+describe("the ledger refuses a bad setting before it connects", () => {
+  it("LEDGER_OUTBOX_MAX_PENDING that is not a positive integer", async () => {
+    const file = await createSqliteFile();
+    cleanups.push(() => file.remove());
+    const [word, zero] = await Promise.all([
+      ledger({ DATABASE_URL: file.file, LEDGER_OUTBOX_MAX_PENDING: "ten" }),
+      ledger({ DATABASE_URL: file.file, LEDGER_OUTBOX_MAX_PENDING: "0" }),
+    ]);
+    expect(lastPlainLine(word)).toBe('ledger: LEDGER_OUTBOX_MAX_PENDING must be a positive integer, got "ten"');
+    expect(lastPlainLine(zero)).toBe('ledger: LEDGER_OUTBOX_MAX_PENDING must be a positive integer, got "0"');
+    for (const r of [word, zero]) {
+      expect(r.code).toBe(1);
+      // Refused before anything was opened: no consuming, no database step.
+      expect(r.stderr).not.toMatch(/"msg":"consuming"|ledger: database/);
+    }
   });
 });
 

@@ -197,10 +197,7 @@ export class RabbitNodeSet {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       try {
-        const connection = await amqp.connect(this.url(node));
-        // A node that is still starting (or being reset) may close it with 541 at once: an
-        // 'error' event without a listener would be an uncaught exception; close() reports it.
-        connection.on("error", () => undefined);
+        const connection = await this.connect(node);
         await connection.close();
         return;
       } catch (error) {
@@ -210,10 +207,20 @@ export class RabbitNodeSet {
     }
   }
 
-  /** Runs `work` with a channel on a fresh connection to one node; closes it afterwards. */
-  async withChannel<T>(node: NodeNumber, work: (channel: amqp.Channel) => Promise<T>): Promise<T> {
+  /**
+   * A connection to one node. A node that is starting, being reset or killed may close it with
+   * 541 at any time: an 'error' event without a listener would be an uncaught exception, so it
+   * has one; what the caller does next on the connection fails instead.
+   */
+  async connect(node: NodeNumber): Promise<amqp.ChannelModel> {
     const connection = await amqp.connect(this.url(node));
     connection.on("error", () => undefined);
+    return connection;
+  }
+
+  /** Runs `work` with a channel on a fresh connection to one node; closes it afterwards. */
+  async withChannel<T>(node: NodeNumber, work: (channel: amqp.Channel) => Promise<T>): Promise<T> {
+    const connection = await this.connect(node);
     try {
       const channel = await connection.createChannel();
       channel.on("error", () => undefined);
@@ -230,8 +237,7 @@ export class RabbitNodeSet {
 
   /** Publishes bodies (objects as JSON) persistently with confirms through one node. */
   async publish(node: NodeNumber, queue: string, bodies: ReadonlyArray<object | string | Buffer>, options: amqp.Options.Publish = {}): Promise<void> {
-    const connection = await amqp.connect(this.url(node));
-    connection.on("error", () => undefined);
+    const connection = await this.connect(node);
     try {
       const channel = await connection.createConfirmChannel();
       for (const body of bodies) {
