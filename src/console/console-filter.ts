@@ -1,4 +1,4 @@
-import { utcUnlessZoned } from "../quarantine/filter-time.js";
+import { FILTER_TEXT_FIELDS, type FilterText, FilterTextError, filterFromText } from "../quarantine/filter-text.js";
 import type { QuarantineFilter, QuarantineStatus } from "../quarantine/quarantine-admin.js";
 
 /**
@@ -23,10 +23,14 @@ export const PAGE_SIZE = 50;
 const MAX_PAGE = 500;
 
 /** The filter's fields as text, from a query string or a form: what links and hidden fields carry. */
-export const FILTER_FIELDS = ["status", "handler", "reason", "tenant", "since", "until", "fingerprint", "group", "text"] as const;
+export const FILTER_FIELDS = ["status", ...FILTER_TEXT_FIELDS] as const;
 
-/** Reads a filter from text fields (a query string, a form or a JSON object); empty fields are absent. */
-export function parseFilter(fields: (name: string) => unknown): ConsoleFilter {
+/**
+ * Reads a filter from text fields (a query string, a form or a JSON object); empty fields are
+ * absent. The selection fields read as the command's flags do (`filterFromText`): the same
+ * times (ISO, or a duration ago such as `2h`), the same checks.
+ */
+export function parseFilter(fields: (name: string) => unknown, now: Date = new Date()): ConsoleFilter {
   const text = (name: string): string | undefined => {
     const value = fields(name);
     if (value === undefined || value === null) return undefined;
@@ -36,16 +40,21 @@ export function parseFilter(fields: (name: string) => unknown): ConsoleFilter {
   };
   const status = text("status") ?? "held";
   if (!STATUSES.has(status)) throw new ConsoleRequestError(`status must be held, replayed, discarded or all, not ${JSON.stringify(status)}`);
-  const filter: ConsoleFilter = { status: status as ConsoleFilter["status"], limit: positive(text("limit"), "limit") ?? PAGE_SIZE };
-  if (filter.limit > MAX_PAGE) throw new ConsoleRequestError(`limit is at most ${MAX_PAGE}`);
-  for (const name of ["handler", "reason", "tenant", "fingerprint", "group", "text"] as const) {
+  const limit = positive(text("limit"), "limit") ?? PAGE_SIZE;
+  if (limit > MAX_PAGE) throw new ConsoleRequestError(`limit is at most ${MAX_PAGE}`);
+  const typed: FilterText = {};
+  for (const name of FILTER_TEXT_FIELDS) {
     const value = text(name);
-    if (value !== undefined) filter[name] = value;
+    if (value !== undefined) typed[name] = value;
   }
-  const since = date(text("since"), "since");
-  const until = date(text("until"), "until");
-  if (since) filter.since = since;
-  if (until) filter.until = until;
+  let selection;
+  try {
+    selection = filterFromText(typed, now);
+  } catch (error) {
+    if (error instanceof FilterTextError) throw new ConsoleRequestError(error.message);
+    throw error;
+  }
+  const filter: ConsoleFilter = { ...selection, status: status as ConsoleFilter["status"], limit };
   const after = positive(text("after"), "after");
   if (after !== undefined) filter.afterId = after;
   return filter;
@@ -64,11 +73,4 @@ function positive(value: string | undefined, name: string): number | undefined {
   const n = Number(value);
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < 1) throw new ConsoleRequestError(`${name} must be a positive integer, not ${JSON.stringify(value)}`);
   return n;
-}
-
-function date(value: string | undefined, name: string): Date | undefined {
-  if (value === undefined) return undefined;
-  const d = new Date(utcUnlessZoned(value));
-  if (Number.isNaN(d.getTime())) throw new ConsoleRequestError(`${name} must be a date and time (ISO 8601, e.g. 2026-12-01T10:00:00Z), not ${JSON.stringify(value)}`);
-  return d;
 }

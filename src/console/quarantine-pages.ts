@@ -66,7 +66,7 @@ export function filterForm(ctx: ConsoleContext, action: string, filter: ConsoleF
   return html`<form method="get" action="${ctx.href(action)}" class="filters" role="search" aria-label="Filter entries">
 <div class="field"><label for="f-status">Status</label><select id="f-status" name="status">${STATUS_CHOICES.map((s) => html`<option value="${s}"${s === filter.status ? html` selected` : ""}>${s}</option>`)}</select></div>
 ${field("handler", "Handler")}${field("reason", "Reason")}
-${full ? html`${field("tenant", "Tenant")}${field("since", "First seen from (ISO time)")}${field("until", "First seen before (ISO time)")}${field("fingerprint", "Fingerprint")}${field("text", "Error text contains")}` : ""}
+${full ? html`${field("tenant", "Tenant")}${field("since", "First seen from (ISO time, or a duration ago: 2h)")}${field("until", "First seen before (ISO time, or a duration ago)")}${field("fingerprint", "Fingerprint")}${field("text", "Error text contains")}` : ""}
 ${filter.group ? html`<input type="hidden" name="group" value="${filter.group}">` : ""}
 <div class="field"><button type="submit">Filter</button></div>
 </form>`;

@@ -1,9 +1,11 @@
 import type { ConflictDiff } from "./conflict-diff.js";
 import { decodePayload } from "./payload-diff.js";
-import type { QuarantineDetail } from "./quarantine-admin.js";
+import type { BulkResult } from "./bulk-operation.js";
+import type { AuditRecord, QuarantineDetail } from "./quarantine-admin.js";
+import type { QuarantineGroup } from "./quarantine-groups.js";
 
 /**
- * A quarantine entry as JSON, snake_case: one shape for the `rabbit-inbox quarantine ... --json`
+ * The quarantine as JSON, snake_case: one shape for the `rabbit-inbox quarantine ... --json`
  * output and the console's API, so a script reads both alike.
  */
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
@@ -42,5 +44,29 @@ export function diffJson(diff: ConflictDiff) {
     },
     new: { fingerprint: diff.incoming.fingerprint, payload: value(diff.incoming.payload), truncated: diff.incoming.truncated },
     changes: diff.changes,
+  };
+}
+
+/** An operator's decision on an entry: who, when, why, and how its replay went. */
+export function auditJson(a: AuditRecord) {
+  return {
+    id: a.id, quarantine_id: a.quarantineId, action: a.action, actor: a.actor, reason: a.reason, options: a.options ? a.options.split(",") : [],
+    at: iso(a.at), published_at: iso(a.publishedAt), failure: a.failure,
+  };
+}
+
+/** A group of entries sharing handler, reason and normalised cause; `key` selects it. */
+export function groupJson(g: QuarantineGroup) {
+  return {
+    key: g.key, handler: g.handler, reason: g.reason, status: g.status, entries: g.entries,
+    first_seen: iso(g.firstSeen), last_seen: iso(g.lastSeen), cause: g.cause, example: g.example,
+  };
+}
+
+/** What a bulk replay or discard did, or would do in a dry run. */
+export function bulkJson(r: BulkResult) {
+  return {
+    dry_run: r.dryRun, selected: r.selected, by_reason: r.byReason, done: r.done, skipped: r.skipped, failed: r.failed,
+    resumed: r.resumed, unconfirmed: r.unconfirmed, stopped: r.stopped,
   };
 }

@@ -11,6 +11,7 @@ import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
 import { rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
+import { BULK_KEYS, GROUP_KEYS, keysOf } from "../support/quarantine-json-keys.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -39,6 +40,7 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
     await pipeline.process([delivery(event("c-1", { n: 2 }), { queue })]); // conflict
 
     const groups = await rabbitInboxJson<Group[]>(["quarantine", "groups"], env);
+    expect(groups.map(keysOf)).toEqual([GROUP_KEYS, GROUP_KEYS, GROUP_KEYS]);
     expect(groups.map((g) => [g.reason, g.entries, g.cause])).toEqual([
       ["account_missing", 3, 'account "…" was never opened'], ["over_limit", 2, "amount <n> exceeds the limit"], ["conflict", 1, expect.any(String)],
     ]);
@@ -58,6 +60,7 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
 
     const dry = await rabbitInboxJson<Result>(["quarantine", "replay", "--all", "--dry-run"], env);
     expect(dry).toMatchObject({ dry_run: true, selected: 6, by_reason: { account_missing: 3, over_limit: 2, conflict: 1 }, done: 5, failed: [], resumed: 0 });
+    expect(keysOf(dry)).toEqual(BULK_KEYS);
     expect(dry.skipped).toEqual([expect.objectContaining({ why: expect.stringMatching(/^a conflict/) as string })]);
     const dryText = await runRabbitInbox(["quarantine", "replay", "--all", "--dry-run"], env);
     expect(dryText.stdout).toMatch(/^dry run: would replay 5 of 6 selected entries \(account_missing 3, conflict 1, over_limit 2\)\nskipped #\d+: a conflict: /);

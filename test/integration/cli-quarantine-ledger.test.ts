@@ -11,6 +11,7 @@ import { publishAll } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
 import { LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
+import { AUDIT_KEYS, keysOf } from "../support/quarantine-json-keys.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -89,6 +90,8 @@ describe.each(TEST_DATABASES)("quarantine replay and discard with the ledger on 
     const discarded = await rabbitInboxJson<Shown>(["quarantine", "show", String(oldAgain!.id)], env);
     expect(discarded.status).toBe("discarded");
     expect(discarded.audit).toEqual([expect.objectContaining({ action: "discard", actor: "ops-carol", reason: "superseded by the corrected event", published_at: null })]);
+    expect(keysOf(discarded.audit[0])).toEqual(AUDIT_KEYS);
+    expect(discarded.audit[0]).toHaveProperty("quarantine_id", oldAgain!.id);
     expect(await balances()).toEqual({ a: 150, b: 70 });
     expect(await rabbitInboxJson<Entry[]>(["quarantine", "list"], env)).toEqual([]);
     expect(await ledger.stop()).toBe(0);

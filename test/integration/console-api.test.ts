@@ -12,6 +12,7 @@ import { TEST_TOKEN, startConsole } from "../support/console-server.js";
 import { outboxTableAt } from "../support/outbox.js";
 import { type RetentionFixture, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
+import { AUDIT_KEYS, BULK_KEYS, GROUP_KEYS, keysOf } from "../support/quarantine-json-keys.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -124,6 +125,12 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     expect(((await get(`/api/quarantine?since=${past}&until=${future}`)) as Listed).entries).toHaveLength(5);
     expect(((await get("/api/quarantine?text=NOT%20VALID%20json")) as Listed).entries.map((e) => e.reason)).toEqual(["invalid", "invalid", "invalid"]);
     expect((await c.call("/api/quarantine?since=yesterday", { headers: bearer })).status).toBe(400);
+    // Times read as the command's flags read them: a duration ago, and the same refusals.
+    expect(((await get("/api/quarantine?since=1h")) as Listed).entries).toHaveLength(5);
+    expect(((await get("/api/quarantine?until=1h")) as Listed).entries).toEqual([]);
+    const reversed = await c.call("/api/quarantine?since=1h&until=2h", { headers: bearer });
+    expect(reversed.status).toBe(400);
+    expect(await reversed.text()).toMatch(/since \(.*\) must be before until/);
 
     const conflict = all.entries[0]!;
     const shown = await get(`/api/quarantine/${conflict.id}`);
@@ -135,6 +142,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
 
     const groups = (await get("/api/groups")).groups as Array<{ key: string; reason: string; entries: number }>;
     expect(groups.map((g) => [g.reason, g.entries])).toEqual([["invalid", 3], ["conflict", 2]]);
+    expect(groups.map(keysOf)).toEqual([GROUP_KEYS, GROUP_KEYS]);
     const inGroup = (await get(`/api/quarantine?group=${groups[0]!.key}`)) as Listed;
     expect(inGroup.entries.map((e) => e.reason)).toEqual(["invalid", "invalid", "invalid"]);
 
@@ -153,6 +161,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     const c = await startConsole({ store: f.store, token: TEST_TOKEN });
     const dry = await json(await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, dryRun: true })));
     expect(dry).toMatchObject({ dry_run: true, selected: 3, by_reason: { invalid: 3 }, done: 3, skipped: [], failed: [] });
+    expect(keysOf(dry)).toEqual(BULK_KEYS);
     expect(await f.ops.auditLog()).toEqual([]);
     expect((await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, reason: "garbage" }))).status).toBe(400);
     const stale = await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, reason: "garbage", expected: 2 }));
@@ -163,6 +172,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     const log = await json(await c.call("/api/audit?limit=2", { headers: bearer }));
     const audit = log.audit as Array<{ id: number; action: string; actor: string }>;
     expect(audit.map((a) => [a.action, a.actor])).toEqual([["discard", "console:bob"], ["discard", "console:bob"]]);
+    expect(audit.map(keysOf)).toEqual([AUDIT_KEYS, AUDIT_KEYS]);
     expect(audit[0]!.id).toBeGreaterThan(audit[1]!.id);
     const older = await json(await c.call(`/api/audit?limit=2&before=${String(log.next_before)}`, { headers: bearer }));
     expect((older.audit as unknown[]).length).toBe(1);

@@ -63,5 +63,26 @@ describe("console pieces", () => {
       else process.env.TZ = zone;
     }
     for (const bad of ["status=gone", "since=yesterday", "after=0", "after=-1", "limit=501", "limit=1.5"]) expect(() => q(bad), bad).toThrow(ConsoleRequestError);
+    // The selection reads as the command's flags do: durations ago, and the same checks.
+    const at = new Date("2026-12-01T12:00:00Z");
+    const p = (text: string) => { const f = new URLSearchParams(text); return parseFilter((n) => f.get(n) ?? undefined, at); };
+    expect(p("since=2h&until=30m")).toMatchObject({ since: new Date("2026-12-01T10:00:00Z"), until: new Date("2026-12-01T11:30:00Z") });
+    expect(p("group=&fingerprint=")).toEqual({ status: "held", limit: 50 });
+    for (const [bad, message] of [
+      ["since=Dec 1, 2026", /^since takes an ISO time/],
+      ["since=1h&until=2h", /^since \(2026-12-01T11:00:00.000Z\) must be before until/],
+      ["group=nope", /^group must be a group key/],
+      ["fingerprint=abc", /^fingerprint must be a SHA-256/],
+    ] as const) {
+      let caught: unknown;
+      try {
+        p(bad);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught, bad).toBeInstanceOf(ConsoleRequestError);
+      expect((caught as ConsoleRequestError).status).toBe(400);
+      expect((caught as Error).message, bad).toMatch(message);
+    }
   });
 });

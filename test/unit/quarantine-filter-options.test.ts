@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { CliError } from "../../src/cli/cli-error.js";
-import { hasFilterFlags, parseRate, parseTime, quarantineFilterFrom } from "../../src/cli/quarantine-filter-options.js";
+import { hasFilterFlags, parseRate, quarantineFilterFrom } from "../../src/cli/quarantine-filter-options.js";
 
 const now = new Date("2026-12-01T12:00:00.000Z");
 const usage = (fn: () => unknown, pattern: RegExp) => {
@@ -30,15 +30,6 @@ describe("quarantine filter flags", () => {
     expect(hasFilterFlags({ text: "x" })).toBe(true);
   });
 
-  it("read times as ISO (UTC when no zone is given) or as a duration ago", () => {
-    expect(parseTime("--since", "2026-11-30", now)).toEqual(new Date("2026-11-30T00:00:00.000Z"));
-    expect(parseTime("--since", "2026-11-30T06:30", now)).toEqual(new Date("2026-11-30T06:30:00.000Z"));
-    expect(parseTime("--since", "2026-11-30 06:30:15.5", now)).toEqual(new Date("2026-11-30T06:30:15.500Z"));
-    expect(parseTime("--since", "2026-11-30T06:30:00+02:00", now)).toEqual(new Date("2026-11-30T04:30:00.000Z"));
-    expect(parseTime("--since", "90m", now)).toEqual(new Date("2026-12-01T10:30:00.000Z"));
-    expect(parseTime("--since", "1d12h", now)).toEqual(new Date("2026-11-30T00:00:00.000Z"));
-  });
-
   it("refuse bad values with a usage error that names the flag", () => {
     usage(() => quarantineFilterFrom({ since: "yesterday" }, now), /^--since takes an ISO time .* got "yesterday"$/);
     usage(() => quarantineFilterFrom({ until: "14" }, now), /^--until takes an ISO time/);
@@ -48,6 +39,9 @@ describe("quarantine filter flags", () => {
     usage(() => quarantineFilterFrom({ fingerprint: "abc" }, now), /^--fingerprint must be a SHA-256/);
     usage(() => quarantineFilterFrom({ handler: " " }, now), /^--handler needs a value$/);
     usage(() => quarantineFilterFrom({ text: "" }, now), /^--text needs a value$/);
+    // The decision commands take --reason for the operator's why: the quarantine reason is named as its own flag.
+    usage(() => quarantineFilterFrom({ reason: " " }, now, "--quarantine-reason"), /^--quarantine-reason needs a value$/);
+    usage(() => quarantineFilterFrom({ since: "2h", until: "3h" }, now, "--quarantine-reason"), /^--since \(.*\) must be before --until/);
   });
 
   it("--rate takes a positive number, fractions too", () => {

@@ -4,25 +4,20 @@ import type { BulkResult } from "../../quarantine/bulk-operation.js";
 import { bulkDiscard } from "../../quarantine/bulk-discard.js";
 import { bulkReplay } from "../../quarantine/bulk-replay.js";
 import { discardQuarantineEntry } from "../../quarantine/discard.js";
-import type { AuditRecord, QuarantineFilter } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineFilter } from "../../quarantine/quarantine-admin.js";
+import { auditJson, bulkJson } from "../../quarantine/quarantine-json.js";
 import { replayQuarantineEntry } from "../../quarantine/replay.js";
 import { parseDuration } from "../../retention/duration.js";
 import { actorFrom } from "../actor.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
 import { amqpUrlFrom, amqpUrlOption, databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
-import { iso, printJson, printLine, printNote } from "../output.js";
+import { printJson, printLine, printNote } from "../output.js";
 import { type FilterFlags, addFilterOptions, filterFlagsOfDecision, hasFilterFlags, parseRate, quarantineFilterFrom } from "../quarantine-filter-options.js";
 
 interface Common { databaseUrl?: string; json?: boolean }
 interface BulkFlags extends Omit<FilterFlags, "reason"> { quarantineReason?: string; all?: boolean; limit?: number; dryRun?: boolean; yes?: boolean; concurrency?: number }
 
-export function auditJson(a: AuditRecord) {
-  return {
-    id: a.id, action: a.action, actor: a.actor, reason: a.reason, options: a.options ? a.options.split(",") : [],
-    at: iso(a.at), published_at: iso(a.publishedAt), failure: a.failure,
-  };
-}
 
 /** Flags of the bulk forms: which entries (filters, --all, --limit) and the safety catch (--dry-run, --yes). */
 function addBulkOptions(command: Command): Command {
@@ -48,7 +43,7 @@ function bulkSelection(idText: string | undefined, options: BulkFlags, verb: str
   }
   if (filtered && options.all) throw new CliError("--all selects every held entry: leave out the filter flags, or --all", 2);
   if (options.concurrency !== undefined && options.concurrency > 64) throw new CliError(`--concurrency takes 1 to 64, got ${options.concurrency}`, 2);
-  return quarantineFilterFrom(flags);
+  return quarantineFilterFrom(flags, new Date(), "--quarantine-reason");
 }
 
 const byReasonText = (r: BulkResult) => Object.entries(r.byReason).sort(([a], [b]) => (a < b ? -1 : 1)).map(([reason, n]) => `${reason} ${n}`).join(", ");
@@ -57,10 +52,7 @@ const byReasonText = (r: BulkResult) => Object.entries(r.byReason).sort(([a], [b
 function printBulkResult(result: BulkResult, verb: "replay" | "discard", json: boolean | undefined): void {
   const past = verb === "replay" ? "replayed" : "discarded";
   if (json) {
-    printJson({
-      dry_run: result.dryRun, selected: result.selected, by_reason: result.byReason, done: result.done, skipped: result.skipped,
-      failed: result.failed, resumed: result.resumed, unconfirmed: result.unconfirmed, stopped: result.stopped,
-    });
+    printJson(bulkJson(result));
   }
   else {
     const selected = `${result.selected} selected entr${result.selected === 1 ? "y" : "ies"}${result.selected > 0 ? ` (${byReasonText(result)})` : ""}`;

@@ -1,6 +1,7 @@
 import { type Command, Option } from "commander";
 import type { QuarantineStatus } from "../../quarantine/quarantine-admin.js";
 import { quarantineGroups } from "../../quarantine/quarantine-groups.js";
+import { groupJson } from "../../quarantine/quarantine-json.js";
 import { withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption } from "../options.js";
 import { clip, iso, printJson, printLine, printTable } from "../output.js";
@@ -17,10 +18,7 @@ export function addGroupsCommand(group: Command): void {
       await withCurrentSchema(options.databaseUrl, async (db) => {
         const groups = await quarantineGroups(db.operations, filter);
         if (options.json) {
-          return printJson(groups.map((g) => ({
-            key: g.key, handler: g.handler, reason: g.reason, status: g.status, entries: g.entries,
-            first_seen: iso(g.firstSeen), last_seen: iso(g.lastSeen), cause: g.cause, example: g.example,
-          })));
+          return printJson(groups.map(groupJson));
         }
         if (groups.length === 0) return printLine(`no ${options.status === "all" ? "" : `${options.status} `}quarantine entries`);
         printTable(["key", "handler", "reason", "status", "entries", "first_seen", "last_seen", "cause"],

@@ -1,7 +1,7 @@
 import { Command, Option } from "commander";
 import { diffConflict } from "../../quarantine/conflict-diff.js";
 import { decodePayload } from "../../quarantine/payload-diff.js";
-import { diffJson, entryFullJson, entrySummaryJson } from "../../quarantine/quarantine-json.js";
+import { auditJson, diffJson, entryFullJson, entrySummaryJson } from "../../quarantine/quarantine-json.js";
 import type { QuarantineStatus } from "../../quarantine/quarantine-admin.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
@@ -9,7 +9,7 @@ import { databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../opt
 import { clip, iso, printJson, printLine, printNote, printTable } from "../output.js";
 import { type FilterFlags, addFilterOptions, quarantineFilterFrom } from "../quarantine-filter-options.js";
 import { payloadLines, sideBySide } from "../side-by-side.js";
-import { addDiscardCommand, addReplayCommand, auditJson } from "./quarantine-decisions.js";
+import { addDiscardCommand, addReplayCommand } from "./quarantine-decisions.js";
 import { addGroupsCommand } from "./quarantine-groups.js";
 
 const STATUSES = ["held", "replayed", "discarded", "all"] as const;
