@@ -76,7 +76,7 @@ export function timeOf(text: string, now: Date): Date | undefined {
   if (!iso) return undefined;
   // Date rolls a day past the month's end over into the next month (February 30 is March 2).
   const [, year, month, day] = iso.map(Number) as [number, number, number, number];
-  if (month < 1 || month > 12 || day < 1 || day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
+  if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
   const date = new Date(utcUnlessZoned(text));
   return Number.isNaN(date.getTime()) ? undefined : date;
 }

@@ -274,36 +274,84 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
   });
 });
 
-describe("console mounted under a path", () => {
-  it("works whether the framework strips the prefix (Express) or not (Fastify's raw request): links and the cookie carry the path", async () => {
+describe("console mounted under a path, as docs/console.md shows it", () => {
+  /** Login, pages, the API and a JSON POST through the mount: links and the cookie carry the path. */
+  async function exercise(base: string): Promise<void> {
+    const page = await fetch(`${base}/ops/console/entries`, { redirect: "manual" });
+    expect(page.status).toBe(303);
+    expect(page.headers.get("location")).toBe("/ops/console/login");
+    const login = await fetch(`${base}/ops/console/login`, {
+      method: "POST", redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded" }, body: `token=${TEST_TOKEN}`,
+    });
+    expect(login.headers.get("location")).toBe("/ops/console/");
+    expect(login.headers.get("set-cookie")).toMatch(/Path=\/ops\/console;/);
+    const cookie = login.headers.get("set-cookie")!.split(";")[0]!;
+    const listed = await (await fetch(`${base}/ops/console/entries`, { headers: { cookie } })).text();
+    expect(listed).toContain('href="/ops/console/assets/console.css"');
+    expect(listed).toMatch(/href="\/ops\/console\/entries\/\d+"/);
+    const groups = await fetch(`${base}/ops/console/api/groups`, { headers: bearer });
+    expect(groups.status).toBe(200);
+    expect(((await json(groups)).groups as unknown[]).length).toBe(2);
+    // The console reads the body itself: the framework must not have consumed it.
+    const dry = await fetch(`${base}/ops/console/api/bulk/discard`, post({ filter: { reason: "invalid" }, dryRun: true }));
+    expect(dry.status).toBe(200);
+    expect(await json(dry)).toMatchObject({ dry_run: true, selected: 3 });
+  }
+
+  it("in Express, which strips the mount path", async () => {
     const f = await retentionFixture(TEST_DATABASES[0]!);
     await seed(f);
-    const { createServer } = await import("node:http");
+    const { default: express } = await import("express");
     const { createConsoleHandler } = await import("../../src/console/index.js");
-    const handler = createConsoleHandler({ store: f.store, token: TEST_TOKEN, basePath: "/ops/console/" });
-    const server = createServer((req, res) => {
-      // x-strip: 1 plays Express (strips the mount path); 0 passes the raw URL, as Fastify does.
-      if (req.headers["x-strip"] === "1" && req.url?.startsWith("/ops/console")) req.url = req.url.slice("/ops/console".length) || "/";
-      handler(req, res);
-    });
-    await new Promise<void>((done) => server.listen(0, "127.0.0.1", () => done()));
+    const store = f.store;
+    const token = TEST_TOKEN;
+    const handler = createConsoleHandler({ store, token, basePath: "/ops/console" });
+    const app = express();
+    app.use("/ops/console", handler);
+    const server = app.listen(0, "127.0.0.1");
+    await new Promise<void>((done) => server.once("listening", () => done()));
+    cleanups.push(async () => { server.closeAllConnections(); await new Promise((done) => server.close(done)); await handler.close(); });
+    await exercise(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+  });
+
+  it("behind a body parser, says so instead of acting on an empty body", async () => {
+    const f = await retentionFixture(TEST_DATABASES[0]!);
+    await seed(f);
+    const { default: express } = await import("express");
+    const { createConsoleHandler } = await import("../../src/console/index.js");
+    const errors: string[] = [];
+    const logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: (_msg: string, fields: Record<string, unknown> = {}) => { errors.push(String(fields.error)); } };
+    const handler = createConsoleHandler({ store: f.store, token: TEST_TOKEN, basePath: "/ops/console", logger });
+    const app = express();
+    app.use(express.json());
+    app.use("/ops/console", handler);
+    const server = app.listen(0, "127.0.0.1");
+    await new Promise<void>((done) => server.once("listening", () => done()));
     cleanups.push(async () => { server.closeAllConnections(); await new Promise((done) => server.close(done)); await handler.close(); });
     const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-    for (const strip of ["1", "0"]) {
-      const page = await fetch(`${base}/ops/console/entries`, { redirect: "manual", headers: { "x-strip": strip } });
-      expect(page.status).toBe(303);
-      expect(page.headers.get("location")).toBe("/ops/console/login");
-      const login = await fetch(`${base}/ops/console/login`, {
-        method: "POST", redirect: "manual", headers: { "x-strip": strip, "content-type": "application/x-www-form-urlencoded" }, body: `token=${TEST_TOKEN}`,
-      });
-      expect(login.headers.get("location")).toBe("/ops/console/");
-      expect(login.headers.get("set-cookie")).toMatch(/Path=\/ops\/console;/);
-      const cookie = login.headers.get("set-cookie")!.split(";")[0]!;
-      const listed = await (await fetch(`${base}/ops/console/entries`, { headers: { "x-strip": strip, cookie } })).text();
-      expect(listed).toContain('href="/ops/console/assets/console.css"');
-      expect(listed).toMatch(/href="\/ops\/console\/entries\/\d+"/);
-      expect((await fetch(`${base}/ops/console/api/groups`, { headers: { "x-strip": strip, authorization: `Bearer ${TEST_TOKEN}` } })).status).toBe(200);
-    }
+    const discard = await fetch(`${base}/ops/console/api/bulk/discard`, post({ filter: { reason: "invalid" }, reason: "x", expected: 3 }));
+    expect(discard.status).toBe(500);
+    expect((await json(discard)).error).toMatch(/^internal error: the request body was read before the console got it: mount the console before any body-parsing middleware/);
+    expect(errors).toEqual([expect.stringMatching(/body was read before the console/)]);
+    expect(await f.ops.auditLog()).toEqual([]);
+    // Reads carry no body and still work.
+    expect((await fetch(`${base}/ops/console/api/groups`, { headers: bearer })).status).toBe(200);
+  });
+
+  it("in Fastify, handed the raw request with Fastify's body parsers removed", async () => {
+    const f = await retentionFixture(TEST_DATABASES[0]!);
+    await seed(f);
+    const { default: Fastify } = await import("fastify");
+    const { createConsoleHandler } = await import("../../src/console/index.js");
+    const fastify = Fastify();
+    const handler = createConsoleHandler({ store: f.store, token: TEST_TOKEN, basePath: "/ops/console" });
+    fastify.removeAllContentTypeParsers();
+    fastify.addContentTypeParser("*", (_req, _payload, done) => done(null));
+    fastify.all("/ops/console", (req, reply) => { reply.hijack(); handler(req.raw, reply.raw); });
+    fastify.all("/ops/console/*", (req, reply) => { reply.hijack(); handler(req.raw, reply.raw); });
+    const address = await fastify.listen({ port: 0, host: "127.0.0.1" });
+    cleanups.push(async () => { await fastify.close(); await handler.close(); });
+    await exercise(address);
   });
 });
 
