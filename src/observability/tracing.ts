@@ -44,6 +44,8 @@ export const ATTR = {
   bodySize: "messaging.message.body.size",
   batchCount: "messaging.batch.message_count",
   handler: "rabbit_inbox.handler",
+  /** A batch span's queues, sorted, when its deliveries came from more than one (partitions). */
+  queues: "rabbit_inbox.queues",
   outcome: "rabbit_inbox.outcome",
   /** A batch span's count of one outcome kind: `rabbit_inbox.outcome_count.<kind>`. */
   outcomeCount: "rabbit_inbox.outcome_count",

@@ -160,6 +160,23 @@ describe("process spans per batch", () => {
     expect(returned!.attributes).toMatchObject({ "rabbit_inbox.outcome_count.quarantined": 1 });
   });
 
+  it("names a batch holding several partition queues after the operation alone, without a destination, and lists its queues", async () => {
+    const store = memoryStoreWithOutbox();
+    const partitions = { count: 2, memberId: "solo", heartbeatMs: 10, memberTimeoutMs: 60 };
+    const { consumer } = env.build({ handler: batchHandler, store, batchSize: 50, prefetch: 50, processSpans: "batch", partitions });
+    await consumer.start();
+    await until(() => consumer.heldPartitions.length === 2, "both partitions held");
+    sdk.reset();
+    // Published in one turn: the first batch starts on the next one, holding both partitions' deliveries.
+    for (let k = 0; k < 20; k++) broker.publish("work", `t1/acct-${k}`, JSON.stringify(event(`e-${k}`)), { contentType: "application/json" });
+    await until(() => consumer.outcomeCounts.applied === 20, "applied");
+    await until(() => sdk.spans().some((s) => s.name.startsWith("process")), "batch span ended");
+    const process = sdk.one("process");
+    expect(process.attributes).toMatchObject({ "rabbit_inbox.queues": ["work.p0", "work.p1"], "messaging.batch.message_count": 20, "rabbit_inbox.handler": "tracer" });
+    expect(process.attributes).not.toHaveProperty("messaging.destination.name");
+    await consumer.stop();
+  });
+
   it("refuses an unknown processSpans value before anything connects", () => {
     expect(() => env.build({ handler: batchHandler, processSpans: "delivery" as never })).toThrow(InboxConfigError);
     expect(() => env.build({ handler: batchHandler, processSpans: "delivery" as never })).toThrow(/processSpans must be "message" or "batch", got delivery/);
