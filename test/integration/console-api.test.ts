@@ -6,12 +6,15 @@
  */
 import { randomBytes } from "node:crypto";
 import { request } from "node:http";
+import express from "express";
+import Fastify from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
+import { type ConsoleOptions, createConsoleHandler } from "../../src/console/index.js";
 import { deleteQueues, drainQueue, withChannel, amqpUrl } from "../support/broker.js";
 import { TEST_TOKEN, startConsole } from "../support/console-server.js";
 import { outboxTableAt } from "../support/outbox.js";
 import { type RetentionFixture, delivery, event, retentionFixture } from "../support/retention-fixture.js";
-import { TEST_DATABASES } from "../support/test-databases.js";
+import { TEST_DATABASES, type TestDatabaseKind } from "../support/test-databases.js";
 import { AUDIT_KEYS, BULK_KEYS, GROUP_KEYS, keysOf } from "../support/quarantine-json-keys.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -29,15 +32,26 @@ async function seed(f: RetentionFixture, queue = "retention.events"): Promise<vo
   for (const i of [1, 2, 3]) await p.process([delivery(`{broken ${i}` as unknown as object, { queue })]);
 }
 
+/** A fresh database of `kind` holding the seeded quarantine. */
+async function seeded(kind: TestDatabaseKind): Promise<RetentionFixture> {
+  const f = await retentionFixture(kind);
+  await seed(f);
+  return f;
+}
+
+/** The seeded database and a console over it. */
+async function seededConsole(kind: TestDatabaseKind, options: Omit<Parameters<typeof startConsole>[0], "store"> = { token: TEST_TOKEN }) {
+  const f = await seeded(kind);
+  return { f, c: await startConsole({ store: f.store, ...options }) };
+}
+
 const json = (r: Response) => r.json() as Promise<Record<string, unknown>>;
 const bearer = { authorization: `Bearer ${TEST_TOKEN}` };
 const post = (body: unknown, headers: Record<string, string> = {}) => ({ method: "POST", headers: { "content-type": "application/json", ...bearer, ...headers }, body: JSON.stringify(body) });
 
 describe.each(TEST_DATABASES)("console API on %s", (kind) => {
   it("needs the token: 401 without it or with a wrong one, a login redirect for pages; the cookie is a session id, HttpOnly and SameSite=Strict", async () => {
-    const f = await retentionFixture(kind);
-    await seed(f);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+    const { f, c } = await seededConsole(kind);
 
     for (const headers of [{} as Record<string, string>, { authorization: "Bearer wrong-token" }, { authorization: `Basic ${Buffer.from(`x:${TEST_TOKEN}`).toString("base64")}` }]) {
       const r = await c.call("/api/quarantine", { headers });
@@ -67,9 +81,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
   });
 
   it("refuses state changes without the session's CSRF token or from another origin, and audits the actor of those it does", async () => {
-    const f = await retentionFixture(kind);
-    await seed(f);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+    const { f, c } = await seededConsole(kind);
     const { cookie, csrf } = await c.login(TEST_TOKEN, "alice");
     const [invalid] = await f.ops.listQuarantineEntries({ reason: "invalid" });
     const discard = (headers: Record<string, string>) => c.call(`/api/quarantine/${invalid!.id}/discard`, {
@@ -100,9 +112,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
   });
 
   it("lists with filters and keyset paging, shows one entry, diffs a conflict, groups by cause", async () => {
-    const f = await retentionFixture(kind);
-    await seed(f);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+    const { c } = await seededConsole(kind);
     const get = async (path: string) => { const r = await c.call(path, { headers: bearer }); expect(r.status, path).toBe(200); return json(r); };
     type Listed = { entries: Array<{ id: number; reason: string; event_id: string | null }>; next_after: number | null };
 
@@ -156,9 +166,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
   });
 
   it("bulk discard: a dry run counts by reason, a real run needs the confirmed count, and every entry gets its audit record", async () => {
-    const f = await retentionFixture(kind);
-    await seed(f);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN });
+    const { f, c } = await seededConsole(kind);
     const dry = await json(await c.call("/api/bulk/discard", post({ filter: { reason: "invalid" }, dryRun: true })));
     expect(dry).toMatchObject({ dry_run: true, selected: 3, by_reason: { invalid: 3 }, done: 3, skipped: [], failed: [] });
     expect(keysOf(dry)).toEqual(BULK_KEYS);
@@ -227,9 +235,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
   });
 
   it("shows the outbox backlog and the dedup table with its retention horizon", async () => {
-    const f = await retentionFixture(kind);
-    await seed(f);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN, replayWindowMs: 14 * 86_400_000 });
+    const { f, c } = await seededConsole(kind, { token: TEST_TOKEN, replayWindowMs: 14 * 86_400_000 });
     expect(await json(await c.call("/api/outbox", { headers: bearer }))).toMatchObject({ pending: 0, failing: 0, oldest_pending_at: null, worst: null });
     const ago = (ms: number) => (kind === "postgres" ? `now() - interval '${ms} milliseconds'` : kind === "mysql" ? `UTC_TIMESTAMP(6) - INTERVAL ${ms * 1000} MICROSECOND` : String(Date.now() - ms));
     await outboxTableAt(f.url).exec(`INSERT INTO rabbit_inbox_outbox (message_id, exchange, routing_key, body, properties, created_at, available_at, attempts, last_error)
@@ -251,9 +257,7 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
   });
 
   it("without a token: answers loopback host names only, and a page's forms still carry a CSRF token", async () => {
-    const f = await retentionFixture(kind);
-    await seed(f);
-    const c = await startConsole({ store: f.store });
+    const { f, c } = await seededConsole(kind, {});
     expect((await c.call("/api/quarantine")).status).toBe(200);
     // A DNS-rebound name reaches the same socket with another Host header (fetch cannot set it).
     const rebound = await new Promise<number>((done, fail) => {
@@ -298,37 +302,27 @@ describe("console mounted under a path, as docs/console.md shows it", () => {
     expect(await json(dry)).toMatchObject({ dry_run: true, selected: 3 });
   }
 
-  it("in Express, which strips the mount path", async () => {
-    const f = await retentionFixture(TEST_DATABASES[0]!);
-    await seed(f);
-    const { default: express } = await import("express");
-    const { createConsoleHandler } = await import("../../src/console/index.js");
-    const store = f.store;
-    const token = TEST_TOKEN;
-    const handler = createConsoleHandler({ store, token, basePath: "/ops/console" });
+  /** The console in an Express app under /ops/console, as the docs mount it; `before` runs in front of it. */
+  async function inExpress(options: Partial<ConsoleOptions>, before?: (app: express.Express) => void): Promise<{ f: RetentionFixture; base: string }> {
+    const f = await seeded(TEST_DATABASES[0]!);
+    const handler = createConsoleHandler({ store: f.store, token: TEST_TOKEN, basePath: "/ops/console", ...options });
     const app = express();
+    before?.(app);
     app.use("/ops/console", handler);
     const server = app.listen(0, "127.0.0.1");
     await new Promise<void>((done) => server.once("listening", () => done()));
     cleanups.push(async () => { server.closeAllConnections(); await new Promise((done) => server.close(done)); await handler.close(); });
-    await exercise(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+    return { f, base: `http://127.0.0.1:${(server.address() as { port: number }).port}` };
+  }
+
+  it("in Express, which strips the mount path", async () => {
+    await exercise((await inExpress({})).base);
   });
 
   it("behind a body parser, says so instead of acting on an empty body", async () => {
-    const f = await retentionFixture(TEST_DATABASES[0]!);
-    await seed(f);
-    const { default: express } = await import("express");
-    const { createConsoleHandler } = await import("../../src/console/index.js");
     const errors: string[] = [];
     const logger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: (_msg: string, fields: Record<string, unknown> = {}) => { errors.push(String(fields.error)); } };
-    const handler = createConsoleHandler({ store: f.store, token: TEST_TOKEN, basePath: "/ops/console", logger });
-    const app = express();
-    app.use(express.json());
-    app.use("/ops/console", handler);
-    const server = app.listen(0, "127.0.0.1");
-    await new Promise<void>((done) => server.once("listening", () => done()));
-    cleanups.push(async () => { server.closeAllConnections(); await new Promise((done) => server.close(done)); await handler.close(); });
-    const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const { f, base } = await inExpress({ logger }, (app) => app.use(express.json()));
     const discard = await fetch(`${base}/ops/console/api/bulk/discard`, post({ filter: { reason: "invalid" }, reason: "x", expected: 3 }));
     expect(discard.status).toBe(500);
     expect((await json(discard)).error).toMatch(/^internal error: the request body was read before the console got it: mount the console before any body-parsing middleware/);
@@ -339,10 +333,7 @@ describe("console mounted under a path, as docs/console.md shows it", () => {
   });
 
   it("in Fastify, handed the raw request with Fastify's body parsers removed", async () => {
-    const f = await retentionFixture(TEST_DATABASES[0]!);
-    await seed(f);
-    const { default: Fastify } = await import("fastify");
-    const { createConsoleHandler } = await import("../../src/console/index.js");
+    const f = await seeded(TEST_DATABASES[0]!);
     const fastify = Fastify();
     const handler = createConsoleHandler({ store: f.store, token: TEST_TOKEN, basePath: "/ops/console" });
     fastify.removeAllContentTypeParsers();
