@@ -700,7 +700,11 @@ describe("MysqlStore on MariaDB", () => {
     const badValue = await serverError("INSERT INTO classify_probe (k, tiny) VALUES (4, 'many')");
     expect(classifyMysqlError(badValue)).toMatchObject({ kind: "permanent", reason: "invalid" });
     const syntax = await serverError("SELEC 1");
-    expect(classifyMysqlError(syntax)).toBe(syntax); // a bug, not the event's fault: left to the pipeline
+    // SQL that cannot run as written: no event's fault, and no retry helps.
+    expect(classifyMysqlError(syntax)).toMatchObject({ kind: "config", cause: syntax });
+    const noTable = await serverError("SELECT * FROM no_such_table_here");
+    expect(noTable).toMatchObject({ errno: 1146, sqlState: "42S02" });
+    expect(classifyMysqlError(noTable)).toMatchObject({ kind: "config", message: expect.stringMatching(/^MySQL 1146: .*no_such_table_here.* retrying cannot help\.$/) });
     await admin.query("DROP TEMPORARY TABLE classify_probe");
 
     const victim = await mysql.createConnection(db.url);

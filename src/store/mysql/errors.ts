@@ -2,6 +2,7 @@ import {
   CommitOutcomeUnknownError, InboxError, PermanentEventError, TransientStoreError, describeError,
 } from "../../core/errors.js";
 import { neverConnected } from "../never-connected.js";
+import { unrunnableSqlError } from "../unrunnable-sql.js";
 
 /**
  * Server error numbers after which running the whole transaction again can succeed. 1213 has
@@ -103,8 +104,8 @@ export function isMysqlContention(error: unknown): boolean {
  * TransientStoreError, lost session -> TransientStoreError(connection), constraint errors from
  * business SQL (1062 duplicate key, foreign keys, NOT NULL, CHECK) -> PermanentEventError
  * `constraint_violation`, data errors (out of range, too long, bad value) -> PermanentEventError
- * `invalid`, anything else unchanged (the pipeline retries unknown errors, then isolates the
- * message). `duringCommit` turns a lost session into an unknown commit outcome.
+ * `invalid`, SQL that cannot run as written (SQLSTATE class 42) -> InboxConfigError, anything
+ * else unchanged (the pipeline retries unknown errors, then isolates the message). `duringCommit` turns a lost session into an unknown commit outcome.
  */
 export function classifyMysqlError(error: unknown, duringCommit = false): unknown {
   if (error instanceof InboxError) return error;
@@ -122,6 +123,8 @@ export function classifyMysqlError(error: unknown, duringCommit = false): unknow
   if (isMysqlContention(error)) {
     return new TransientStoreError(`${label}: ${describeError(error)}`, { cause: error });
   }
+  // Class 42: no such table or column (42S02, 42S22), a syntax error or a denied command (42000).
+  if (sqlState?.startsWith("42")) return unrunnableSqlError("MySQL", errno ?? sqlState, error);
   if ((sqlState?.startsWith("23") ?? false) || (errno !== undefined && CONSTRAINT_ERRNO.has(errno))) {
     return new PermanentEventError("constraint_violation", `${label}: ${describeError(error)}`, { cause: error });
   }

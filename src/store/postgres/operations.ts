@@ -10,6 +10,7 @@ import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlResult, SqlRow } from "../sql/sql-query.js";
 import { postgresColumns as read } from "./columns.js";
+import { sqlStateOf } from "./errors.js";
 import { postgresMigrations } from "./migrations.js";
 import { listPostgresQuarantine, postgresQuarantineCauses } from "./quarantine-listing.js";
 
@@ -41,7 +42,7 @@ export class PostgresInboxOperations implements InboxOperations {
       const { rows } = await this.query(`SELECT version FROM ${this.t.migrations} ORDER BY version`);
       return rows.map((r) => Number(r.version));
     } catch (error) {
-      if ((error as { code?: unknown }).code === "42P01") return []; // never migrated
+      if (sqlStateOf(error) === "42P01") return []; // never migrated
       throw error;
     }
   }

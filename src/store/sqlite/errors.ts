@@ -1,9 +1,14 @@
 import { InboxError, PermanentEventError, TransientStoreError, describeError } from "../../core/errors.js";
+import { unrunnableSqlError } from "../unrunnable-sql.js";
+
+/** SQLITE_ERROR texts of SQL that cannot run as written (SQLite has no finer code for them). */
+const UNRUNNABLE = /^(no such (table|column|function|collation|module)|near ".*": syntax error|table \S+ has no column named|unrecognized token)/;
 
 /**
  * Maps a better-sqlite3 error to the library's kinds, in one place. BUSY/LOCKED (another
  * process holds the write lock past busy_timeout) is contention; constraint errors from
- * business SQL are permanent; anything else is left to the pipeline.
+ * business SQL are permanent; SQL that cannot run as written (no such table, a syntax error, a
+ * read-only file) is a configuration error; anything else is left to the pipeline.
  */
 export function classifySqliteError(error: unknown): unknown {
   if (error instanceof InboxError) return error;
@@ -15,6 +20,7 @@ export function classifySqliteError(error: unknown): unknown {
   if (code.startsWith("SQLITE_CONSTRAINT")) {
     return new PermanentEventError("constraint_violation", `SQLite ${code}: ${describeError(error)}`, { cause: error });
   }
+  if ((code === "SQLITE_ERROR" && UNRUNNABLE.test(describeError(error))) || code.startsWith("SQLITE_READONLY")) return unrunnableSqlError("SQLite", code, error);
   if (code === "SQLITE_IOERR" || code === "SQLITE_CANTOPEN" || code === "SQLITE_FULL") {
     return new TransientStoreError(`SQLite ${code}: ${describeError(error)}`, { cause: error, kind: "connection" });
   }
