@@ -8,13 +8,13 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  InboxConsumer, type InboxHandler, type Outcome, TransientStoreError, retryQueueName,
+  InboxConsumer, type InboxHandler, type Outcome, retryQueueName,
 } from "../../src/index.js";
 import type { PgClient } from "../../src/store/postgres/index.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import { amqpUrl, deleteConsumerQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
 import { createPgSchema, openPostgresStore, pgUrl, withSearchPath } from "../support/databases.js";
-import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
+import { type MemoryHandle, unreachableStore } from "../support/memory-store.js";
 import { type LogLine, collectingLogger, effectsHandler, sqliteWithEffects } from "../support/sqlite-effects.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
 
@@ -114,12 +114,8 @@ describe("no ack before the copy is confirmed (real broker)", () => {
 
 describe("database unreachable for longer than the in-process retries (real broker)", () => {
   it("an injected store that refuses connections: the first delivery is given back, not acked, and applies once when the store is back", async () => {
-    const store = new MemoryStore();
-    let down = true;
-    store.script = () => {
-      if (down) throw new TransientStoreError("connect ECONNREFUSED 127.0.0.1:1", { kind: "connection" });
-      return "commit";
-    };
+    const db = unreachableStore("connect ECONNREFUSED 127.0.0.1:1");
+    const { store } = db;
     const queue = uniqueQueue();
     const outcomes: Outcome[] = [];
     const redeliveredFlags: boolean[] = [];
@@ -142,7 +138,7 @@ describe("database unreachable for longer than the in-process retries (real brok
     // The first delivery (redelivered = false) was given back, not acked: it is still the broker's.
     expect(outcomes.map((o) => o.kind)).toEqual(["requeue"]);
     await waitFor(() => outcomes.length >= 2, 10_000, "the delivery came back");
-    down = false;
+    db.down = false;
     await waitFor(() => consumer.outcomeCounts.applied === 1, 10_000, "applied once the store is back");
     await consumer.stop();
     expect(store.effects).toEqual(["e-1"]);

@@ -1,3 +1,4 @@
+import { TransientStoreError } from "../../src/core/errors.js";
 import type { EventKey } from "../../src/core/event.js";
 import { eventKeyString } from "../../src/core/event.js";
 import type { ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction } from "../../src/core/store.js";
@@ -126,4 +127,14 @@ export function memoryStoreWithOutbox(): MemoryStore {
   const store = new MemoryStore();
   store.outbox = [];
   return store;
+}
+
+/** A MemoryStore that cannot be reached (a lost-connection error with this text) while `down` holds; set `down` to false to bring it back. */
+export function unreachableStore(error = "connect ECONNREFUSED 127.0.0.1:5432"): { store: MemoryStore; down: boolean } {
+  const control = { store: new MemoryStore(), down: true };
+  control.store.script = () => {
+    if (control.down) throw new TransientStoreError(error, { kind: "connection" });
+    return "commit";
+  };
+  return control;
 }

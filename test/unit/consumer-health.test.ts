@@ -5,11 +5,10 @@
  * quarantined), never for deliveries given back.
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { TransientStoreError } from "../../src/core/errors.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { fakeBrokerPerTest, heldHandler, settleTurns, until } from "../support/fake-consumer.js";
 import { logged } from "../support/recording-logger.js";
-import { MemoryStore } from "../support/memory-store.js";
+import { unreachableStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
@@ -67,12 +66,8 @@ describe("consumer.health()", () => {
   });
 
   it("lastCommitAt moves when a batch commits (applied, duplicate, quarantined), never for deliveries given back", async () => {
-    const store = new MemoryStore();
-    let down = true;
-    store.script = () => {
-      if (down) throw new TransientStoreError("connection refused", { kind: "connection" });
-      return "commit";
-    };
+    const db = unreachableStore("connection refused");
+    const { store } = db;
     const { consumer } = env.build({ store });
     await consumer.start();
     const nacks = () => broker.framesOf("nack").length;
@@ -82,18 +77,18 @@ describe("consumer.health()", () => {
     expect(consumer.health().lastCommitAt).toBeNull();
     expect(consumer.health().outcomes.requeue).toBeGreaterThanOrEqual(2);
 
-    down = false;
+    db.down = false;
     await until(() => consumer.outcomeCounts.applied === 1, "the apply");
     const applied = consumer.health().lastCommitAt;
     expect(applied).toBeInstanceOf(Date);
 
-    down = true;
+    db.down = true;
     const before = nacks();
     broker.publishJson("work", event("e-2"));
     await until(() => nacks() > before, "e-2 given back");
     expect(consumer.health().lastCommitAt).toBe(applied);
 
-    down = false;
+    db.down = false;
     await until(() => consumer.outcomeCounts.applied === 2, "e-2 applied");
     const second = consumer.health().lastCommitAt!;
     expect(second).not.toBe(applied);

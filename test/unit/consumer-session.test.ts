@@ -6,12 +6,12 @@
  * and the redelivery is settled by the dedup record.
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { BrokerUnreachableError, InboxConfigError, TransientStoreError } from "../../src/core/errors.js";
+import { BrokerUnreachableError, InboxConfigError } from "../../src/core/errors.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
 import { logged } from "../support/recording-logger.js";
-import { MemoryStore } from "../support/memory-store.js";
+import { MemoryStore, unreachableStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
@@ -425,12 +425,8 @@ describe("repeated losses", () => {
 
 describe("giving deliveries back while the database is down", () => {
   it("waits longer before each nack (doubling from requeueDelayMs) and starts again from it after a success", async () => {
-    const store = new MemoryStore();
-    let down = true;
-    store.script = () => {
-      if (down) throw new TransientStoreError("connection refused", { kind: "connection" });
-      return "commit";
-    };
+    const db = unreachableStore("connection refused");
+    const { store } = db;
     const { consumer } = build({ store, requeueDelayMs: 40, retry: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, maxTotalMs: 10 } });
     await consumer.start();
     const nackTimes: number[] = [];
@@ -445,9 +441,9 @@ describe("giving deliveries back while the database is down", () => {
     expect(nackTimes[0]!).toBeGreaterThanOrEqual(30);
     expect(nackTimes[1]! - nackTimes[0]!).toBeGreaterThanOrEqual(65);
     expect(nackTimes[2]! - nackTimes[1]!).toBeGreaterThanOrEqual(130);
-    down = false;
+    db.down = false;
     await until(() => consumer.outcomeCounts.applied === 1, "the apply", 5000);
-    down = true;
+    db.down = true;
     const before = broker.framesOf("nack").length;
     const again = Date.now();
     broker.publishJson("work", event("e-2"));
@@ -474,18 +470,15 @@ describe("the failure-window hook", () => {
 
   it("is told the keys acked, and is not called for a batch given back", async () => {
     const calls: Array<[string, unknown]> = [];
-    const store = new MemoryStore();
-    let down = false;
-    store.script = () => {
-      if (down) throw new TransientStoreError("connection refused", { kind: "connection" });
-      return "commit";
-    };
+    const db = unreachableStore("connection refused");
+    db.down = false;
+    const { store } = db;
     const { consumer } = build({ store, hook: (point, keys) => { calls.push([point, keys]); return Promise.resolve(); } });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
     await until(() => calls.some(([p]) => p === "after-ack"), "the after-ack hook");
     expect(calls.filter(([p]) => p === "after-ack")).toEqual([["after-ack", [{ tenant: "t1", eventId: "e-1" }]]]);
-    down = true;
+    db.down = true;
     broker.publishJson("work", event("e-2"));
     await until(() => broker.framesOf("nack").length >= 1, "the nack");
     await settleTurns();

@@ -6,12 +6,12 @@
  * a multiple ack over another batch's tags) fails at once.
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { RetryLaterError, TransientStoreError } from "../../src/core/errors.js";
+import { RetryLaterError } from "../../src/core/errors.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";
 import { type LogLine } from "../support/recording-logger.js";
-import { MemoryStore } from "../support/memory-store.js";
+import { MemoryStore, unreachableStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
 
@@ -298,12 +298,8 @@ describe("delayed retries", () => {
 
 describe("a database that does not answer", () => {
   it("gives deliveries back with a nack (requeue), never acks, delays or quarantines them, and applies them once it is back", async () => {
-    const store = new MemoryStore();
-    let down = true;
-    store.script = () => {
-      if (down) throw new TransientStoreError("PostgreSQL connection lost: connect ECONNREFUSED 127.0.0.1:5432", { kind: "connection" });
-      return "commit";
-    };
+    const db = unreachableStore("PostgreSQL connection lost: connect ECONNREFUSED 127.0.0.1:5432");
+    const { store } = db;
     const { consumer, lines } = start({ store, retryDelaysMs: [5] });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
@@ -312,7 +308,7 @@ describe("a database that does not answer", () => {
     expect(broker.framesOf("nack").every((f) => f.requeue && !f.multiple)).toBe(true);
     expect(broker.framesOf("publish")).toEqual([]);
     expect(messages(lines, "error")).toContain("database unavailable after retries; deliveries go back to the broker");
-    down = false;
+    db.down = false;
     await until(() => consumer.outcomeCounts.applied === 1, "the apply");
     expect(store.effects).toEqual(["e-1"]);
     expect(consumer.outcomeCounts.quarantined + consumer.outcomeCounts.delayed).toBe(0);
