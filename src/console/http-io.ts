@@ -43,7 +43,8 @@ export function redirect(res: ServerResponse, location: string, headers: Record<
 export async function readFields(req: IncomingMessage): Promise<Record<string, unknown>> {
   // A body read by something in front of the console is gone: acting on it as empty would turn
   // a mounting mistake into misleading answers ("reason required") for every change.
-  if (req.readableEnded && Number(req.headers["content-length"] ?? 0) > 0) {
+  const hadBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
+  if (req.readableEnded && hadBody) {
     throw new Error("the request body was read before the console got it: mount the console before any body-parsing middleware (express.json(), Fastify's content-type parsers; docs/console.md)");
   }
   const chunks: Buffer[] = [];
