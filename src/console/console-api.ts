@@ -6,7 +6,8 @@ import { jobJson, jobOf, startBulkJob } from "./bulk-job-page.js";
 import { discardOne, replayOne, retentionPanel, runBulk } from "./console-actions.js";
 import type { ConsoleContext } from "./console-context.js";
 import { ConsoleRequestError, parseFilter } from "./console-filter.js";
-import { auditJson, bulkJson, diffJson, entryFullJson, entrySummaryJson, groupJson, outboxJson } from "./console-json.js";
+import { auditJson, bulkJson, diffJson, entrySummaryJson, entryWithAuditJson, groupJson } from "../quarantine/quarantine-json.js";
+import { outboxJson } from "./console-json.js";
 import type { Caller } from "./console-sessions.js";
 import { readFields, sendJson } from "./http-io.js";
 
@@ -73,7 +74,7 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
   if ((id = idIn(path, /^\/quarantine\/(\d+)$/)) !== null) {
     const entry = await operations.getQuarantineEntry(id);
     if (!entry) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);
-    return entryFullJson(entry, await operations.quarantineAudit(id));
+    return entryWithAuditJson(entry, await operations.quarantineAudit(id));
   }
   if ((id = idIn(path, /^\/quarantine\/(\d+)\/diff$/)) !== null) {
     if (!(await operations.getQuarantineEntry(id))) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);

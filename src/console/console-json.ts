@@ -1,16 +1,7 @@
-import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
-import { auditJson, bulkJson, diffJson, entryFullJson as fullJson, entrySummaryJson, groupJson } from "../quarantine/quarantine-json.js";
 import type { FailingOutboxRow, OutboxBacklog } from "../store/operations.js";
 
 /** The API's JSON: snake_case like the `--json` output of the `rabbit-inbox` command. */
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);
-
-export { auditJson, bulkJson, diffJson, entrySummaryJson, groupJson };
-
-/** An entry with everything, and its audit trail. */
-export function entryFullJson(e: QuarantineDetail, audit: AuditRecord[]) {
-  return { ...fullJson(e), audit: audit.map(auditJson) };
-}
 
 export function outboxJson(b: OutboxBacklog, failing: FailingOutboxRow[]) {
   return {

@@ -54,7 +54,7 @@ type Carrier = { incoming: IncomingMessage };
 /**
  * Starts the process spans of a batch's deliveries: one per delivery parented by the context its
  * headers carry, or one for the batch linked to each. `facts` is asked only for deliveries that get
- * a span (in `batch` mode, each delivery for its queue, the first one for the rest).
+ * a span (the first one in `batch` mode).
  */
 export function startProcessSpans<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts, mode: ProcessSpans): void {
   const otel = tracingApi();
@@ -117,7 +117,7 @@ function startBatchSpan<D extends Carrier>(otel: typeof OtelApi, fields: readonl
   // A partitioned consumer's batch can hold deliveries of several partition queues. The
   // messaging conventions then name the span after the operation alone, without a destination;
   // the queues are listed in an attribute of their own.
-  const queues = [...new Set(deliveries.map((d) => facts(d).queue))].sort();
+  const queues = [...new Set(deliveries.map((d) => d.incoming.delivery.queue))].sort();
   const destination = queues.length === 1 ? { [ATTR.destination]: f.queue } : { [ATTR.queues]: queues };
   // A root of its own: the batch belongs to none of its messages' traces more than to another.
   const span = tracer().startSpan(queues.length === 1 ? `process ${f.queue}` : "process", {

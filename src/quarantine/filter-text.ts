@@ -1,5 +1,4 @@
 import { parseDuration } from "../retention/duration.js";
-import { utcUnlessZoned } from "./filter-time.js";
 import type { QuarantineFilter } from "./quarantine-admin.js";
 
 /** The fields of a quarantine filter as an operator types them, on the command line or in the console. */
@@ -53,9 +52,7 @@ export function filterFromText(fields: FilterText, now: Date, nameOf: (field: Fi
   for (const field of ["since", "until"] as const) {
     const text = value(field);
     if (text === undefined) continue;
-    const time = timeOf(text, now);
-    if (!time) fail(field, `takes an ISO time (2026-11-30T06:00:00Z, 2026-11-30) or a duration ago (90m, 2h, 1d), got ${JSON.stringify(text)}`);
-    filter[field] = time!;
+    filter[field] = timeOf(text, now) ?? fail(field, `takes an ISO time (2026-11-30T06:00:00Z, 2026-11-30) or a duration ago (90m, 2h, 1d), got ${JSON.stringify(text)}`);
   }
   if (filter.since && filter.until && filter.since >= filter.until) {
     fail("since", `(${filter.since.toISOString()}) must be before ${nameOf("until")} (${filter.until.toISOString()})`);
@@ -79,4 +76,14 @@ export function timeOf(text: string, now: Date): Date | undefined {
   if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
   const date = new Date(utcUnlessZoned(text));
   return Number.isNaN(date.getTime()) ? undefined : date;
+}
+
+/**
+ * A quarantine filter's time as text `Date` reads: one without a zone (`2026-12-01T10:00`, or
+ * what a datetime-local field sends) is UTC, like every time the console and the command print,
+ * never the local time of whatever machine parses it. A date alone is already UTC to `Date`.
+ */
+function utcUnlessZoned(text: string): string {
+  const iso = text.replace(" ", "T");
+  return /T\d{2}:\d{2}/.test(iso) && !/(?:Z|[+-]\d{2}:?\d{2})$/i.test(iso) ? `${iso}Z` : iso;
 }

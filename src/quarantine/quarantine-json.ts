@@ -55,6 +55,11 @@ export function auditJson(a: AuditRecord) {
   };
 }
 
+/** An entry with everything, and its audit trail (`quarantine show --json`, the console's entry). */
+export function entryWithAuditJson(e: QuarantineDetail, audit: readonly AuditRecord[]) {
+  return { ...entryFullJson(e), audit: audit.map(auditJson) };
+}
+
 /** A group of entries sharing handler, reason and normalised cause; `key` selects it. */
 export function groupJson(g: QuarantineGroup) {
   return {

@@ -23,11 +23,10 @@ interface Event { tenant: string; event_id: string }
 
 const events = [1, 2, 3].map((i) => ({ tenant: "t1", event_id: `e-${i}` }));
 
-/** Runs one statement on the transaction's own handle, whatever the database. */
+/** Runs one statement, with at most one `?` parameter, on the transaction's own handle, whatever the database. */
 async function run(kind: TestDatabaseKind, tx: unknown, sql: string, values: unknown[] = []): Promise<void> {
   if (kind === "sqlite") (tx as { prepare(sql: string): { run(...v: unknown[]): unknown } }).prepare(sql).run(...values);
-  else if (kind === "postgres") await (tx as { query(sql: string, v: unknown[]): Promise<unknown> }).query(sql.replaceAll("?", (_m, offset: number) => `$${sql.slice(0, offset).split("?").length}`), values);
-  else await (tx as { query(sql: string, v: unknown[]): Promise<unknown> }).query(sql, values);
+  else await (tx as { query(sql: string, v: unknown[]): Promise<unknown> }).query(kind === "postgres" ? sql.replace("?", "$1") : sql, values);
 }
 
 interface Fresh { store: Store<unknown>; ddl: (sql: string) => Promise<void> }

@@ -74,15 +74,8 @@ describe("console pieces", () => {
       ["group=nope", /^group must be a group key/],
       ["fingerprint=abc", /^fingerprint must be a SHA-256/],
     ] as const) {
-      let caught: unknown;
-      try {
-        p(bad);
-      } catch (error) {
-        caught = error;
-      }
-      expect(caught, bad).toBeInstanceOf(ConsoleRequestError);
-      expect((caught as ConsoleRequestError).status).toBe(400);
-      expect((caught as Error).message, bad).toMatch(message);
+      expect(() => p(bad), bad).toThrow(message);
+      expect(() => p(bad), bad).toThrow(expect.objectContaining({ name: "ConsoleRequestError", status: 400 }));
     }
   });
 });

@@ -18,7 +18,6 @@ import { type FilterFlags, addFilterOptions, filterFlagsOfDecision, hasFilterFla
 interface Common { databaseUrl?: string; json?: boolean }
 interface BulkFlags extends Omit<FilterFlags, "reason"> { quarantineReason?: string; all?: boolean; limit?: number; dryRun?: boolean; yes?: boolean; concurrency?: number }
 
-
 /** Flags of the bulk forms: which entries (filters, --all, --limit) and the safety catch (--dry-run, --yes). */
 function addBulkOptions(command: Command): Command {
   return addFilterOptions(command, "--quarantine-reason")

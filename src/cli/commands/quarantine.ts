@@ -1,7 +1,7 @@
 import { Command, Option } from "commander";
 import { diffConflict } from "../../quarantine/conflict-diff.js";
 import { decodePayload } from "../../quarantine/payload-diff.js";
-import { auditJson, diffJson, entryFullJson, entrySummaryJson } from "../../quarantine/quarantine-json.js";
+import { diffJson, entryFullJson, entrySummaryJson, entryWithAuditJson } from "../../quarantine/quarantine-json.js";
 import type { QuarantineStatus } from "../../quarantine/quarantine-admin.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
@@ -44,7 +44,7 @@ export function quarantineCommand(): Command {
         const entry = await db.operations.getQuarantineEntry(id);
         if (!entry) throw new CliError(`no quarantine entry #${id}`);
         const audit = await db.operations.quarantineAudit(id);
-        if (options.json) return printJson({ ...entryFullJson(entry), audit: audit.map(auditJson) });
+        if (options.json) return printJson(entryWithAuditJson(entry, audit));
         const e = entryFullJson(entry);
         printLine(`quarantine entry #${entry.id}: ${entry.reason} (${entry.status})`);
         const fields: Array<[string, string | number | null]> = [
