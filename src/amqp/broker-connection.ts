@@ -2,6 +2,7 @@ import amqp from "amqplib";
 import type { ChannelModel } from "amqplib";
 import { BrokerUnreachableError, InboxConfigError } from "../core/errors.js";
 import { redactSecrets } from "../core/logger.js";
+import { batchSocketWrites } from "./batched-socket-writes.js";
 import { describeAmqpConnectError } from "./describe-connect-error.js";
 
 /**
@@ -92,6 +93,7 @@ export class BrokerConnector {
         });
         this.connectedOnce = true;
         this.next = (index + 1) % count;
+        batchSocketWrites(connection);
         return { connection, node: brokerNodeLabel(url) };
       } catch (error) {
         const reason = redactSecrets(describeAmqpConnectError(error, url));

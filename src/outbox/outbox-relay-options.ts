@@ -4,10 +4,17 @@ import type { Logger } from "../core/logger.js";
 import type { MetricsOptions } from "../observability/inbox-metrics.js";
 import type { OutboxRelayStore, OutboxRow } from "./outbox-store.js";
 
-/** Where a test or a drill can stop a relay: `after-confirm` = published and confirmed, not yet marked sent. */
-export type RelayFaultPoint = "after-confirm";
+/**
+ * Where a test or a drill can stop a relay: `before-publish` = rows taken (from memory or a
+ * claim), nothing published; `after-publish` = on the wire, their confirms not yet looked at;
+ * `after-confirm` = published and confirmed, not yet marked sent.
+ */
+export type RelayFaultPoint = "before-publish" | "after-publish" | "after-confirm";
 
-/** Called with the rows confirmed in a round, before they are marked sent. May throw, exit, or never resolve. */
+/**
+ * Called with the rows at that point: before publishing them, after putting them on the wire,
+ * and with the rows confirmed, before they are marked sent. May throw, exit, or never resolve.
+ */
 export type RelayHook = (point: RelayFaultPoint, rows: readonly OutboxRow[]) => Promise<void> | void;
 
 export interface OutboxRelayOptions {
@@ -52,6 +59,14 @@ export interface OutboxRelayOptions {
    * Default: the larger of 30 s and 3 x publishTimeoutMs.
    */
   leaseMs?: number;
+  /**
+   * Default true, where the store supports it (PostgreSQL): rows that transactions of this
+   * process commit are handed to this relay in memory and published at once, instead of being
+   * claimed back from the database. They are written with a lease of `leaseMs`, so no claim
+   * takes them meanwhile; if the process dies first, they go out through a claim once the lease
+   * ends. False: every row goes through a claim.
+   */
+  handoff?: boolean;
   /** Sent rows older than this are deleted, in ms. Default 24 h. */
   sentRetentionMs?: number;
   /** How often the cleanup of sent rows runs, in ms. Default 60 000; 0 turns cleanup off. */

@@ -16,6 +16,7 @@ import { OutboxNotifications } from "./outbox-notifications.js";
 import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
 import { ClaimPipeline, type ClaimsOut } from "./claim-pipeline.js";
+import { HandoffQueue } from "./handoff-queue.js";
 import { type ClaimOutcome, PublishedClaim } from "./published-claim.js";
 import { RelaySession } from "./relay-session.js";
 import { Wakeup } from "./wakeup.js";
@@ -69,6 +70,16 @@ export class OutboxRelay {
   private readonly backlog: RateLimitedSample<OutboxBacklog> | undefined;
   private lastPublishAt: Date | null = null;
   private readonly pipeline: ClaimPipeline;
+  /** Rows committed in this process, handed over in memory; undefined when the store cannot. */
+  private readonly handoff: HandoffQueue | undefined;
+  private detachHandoff: (() => void) | undefined;
+  /**
+   * Whether the next claim asks the database. With a handoff, rows written in this process
+   * never need it: only a wake-up (a write of due rows, rows made due again, a notification)
+   * or the poll interval, for rows of other processes and retries that came due.
+   */
+  private claimDue = true;
+  private lastDatabaseClaimAt = 0;
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
@@ -93,8 +104,19 @@ export class OutboxRelay {
     this.backlog = hasOperations(store) ? new RateLimitedSample(() => store.operations().outboxBacklog(), options.metrics?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS) : undefined;
     this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) });
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
+    const settleHandedOff = store.settleHandedOff?.bind(store);
+    this.handoff = settleHandedOff && options.handoff !== false
+      ? new HandoffQueue({
+        leaseMs: this.leaseMs, maxRows: 20 * this.batchSize, wake: () => this.work.wake(),
+        settle: async (settlement) => {
+          await settleHandedOff(settlement);
+          // Rows given back to the claims: this relay claims them too.
+          if (settlement.due.length > 0 || settlement.failed.length > 0) this.claimDue = true;
+        },
+      })
+      : undefined;
     this.pipeline = new ClaimPipeline({
-      claim: (holding) => this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs, ...(holding ? { holding } : {}) }),
+      claim: (holding) => this.nextClaim(holding),
       publish: (claim, out) => this.publishClaim(claim, out),
       settle: async (claim, brokenBefore) => {
         const { round, broken } = await this.settle(claim, brokenBefore);
@@ -103,7 +125,7 @@ export class OutboxRelay {
     }, options.store.overlappingClaims === true);
     this.notifications = new OutboxNotifications({
       store: this.store, relayName: this.name, logger: this.logger, backoff: reconnectPolicy(options),
-      wake: () => this.work.wake(), stopRequested: this.stopRequested,
+      wake: () => this.wakeForClaim(), stopRequested: this.stopRequested,
     });
   }
 
@@ -141,14 +163,59 @@ export class OutboxRelay {
 
   private async startUp(): Promise<void> {
     await this.broker.open();
-    this.unsubscribeSignal = this.store.outboxSignal.subscribe(() => this.work.wake());
+    this.unsubscribeSignal = this.store.outboxSignal.subscribe(() => this.wakeForClaim());
+    this.attachHandoff();
     if (this.options.listen ?? true) await this.notifications.start();
     this.loops = Promise.all([this.runPublishing(), this.runCleanup()]).then(() => undefined);
   }
 
   /** Publishes now instead of at the next poll (the store's signal calls this too). */
   wake(): void {
+    this.wakeForClaim();
+  }
+
+  private wakeForClaim(): void {
+    this.claimDue = true;
     this.work.wake();
+  }
+
+  private attachHandoff(): void {
+    if (this.handoff && !this.detachHandoff) this.detachHandoff = this.store.outboxSignal.attach(this.handoff);
+  }
+
+  /** New transactions write due rows again; the rows waiting in memory go back to the claims. */
+  private async detachAndRelease(): Promise<void> {
+    this.detachHandoff?.();
+    this.detachHandoff = undefined;
+    try {
+      await this.handoff?.release();
+    } catch (error) {
+      // Their lease ends by itself: a claim publishes them then.
+      this.logger.warn("could not hand rows back to the outbox claims; they go out when their lease ends", { relay: this.name, error: describeError(error) });
+    }
+  }
+
+  /** Rows handed over in memory first; the database when something may wait there. */
+  private async nextClaim(holding: ReadonlyMap<string, number> | undefined): Promise<OutboxClaim | null> {
+    let claim = this.handoff?.claim(this.batchSize) ?? null;
+    if (!claim) {
+      if (this.handoff && !this.claimDue && Date.now() - this.lastDatabaseClaimAt < this.pollIntervalMs) return null;
+      this.claimDue = false;
+      this.lastDatabaseClaimAt = Date.now();
+      claim = await this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs, ...(holding ? { holding } : {}) });
+      // A claim that found rows may have left more behind.
+      if (claim) this.claimDue = true;
+    }
+    if (claim && claim.rows.length > 0 && this.options.hook) {
+      try {
+        await this.options.hook("before-publish", claim.rows);
+      } catch (error) {
+        // Nothing was published: end the claim, its rows stay pending (or go back to the claims).
+        await claim.settle({ sent: [], failed: [] }).catch(() => undefined);
+        throw error;
+      }
+    }
+    return claim;
   }
 
   /**
@@ -163,6 +230,9 @@ export class OutboxRelay {
 
   private async shutdown(): Promise<void> {
     this.state = "stopping";
+    // Transactions that commit from now on write due rows, for the drain or the next relay.
+    this.detachHandoff?.();
+    this.detachHandoff = undefined;
     this.requestStop();
     this.broker.stopReconnecting();
     this.work.wake();
@@ -232,6 +302,7 @@ export class OutboxRelay {
     let settlement: OutboxSettlement = { sent: [], failed: [] };
     let broken: ReadonlySet<string>;
     try {
+      if (this.options.hook && published.claim.rows.length > 0) await this.options.hook("after-publish", published.claim.rows);
       const outcome = await published.outcome(brokenBefore);
       settlement = {
         sent: outcome.sent.map((r) => r.id),
@@ -287,7 +358,11 @@ export class OutboxRelay {
         // Wake-ups do not end this wait: a busy writer would otherwise hammer a broker that is down.
         if (!this.broker.isOpen) {
           await this.pipeline.settleAll();
+          // Nothing can go out from memory now: the rows wait in the database, due, for whoever connects first.
+          await this.detachAndRelease();
           await this.broker.whenOpen(this.stopRequested);
+          if (this.state === "running") this.attachHandoff();
+          this.claimDue = true;
           continue;
         }
         const sent = await this.pipeline.step();
@@ -304,6 +379,7 @@ export class OutboxRelay {
     }
     await this.pipeline.settleAll().catch(() => undefined);
     await this.drain();
+    await this.detachAndRelease();
   }
 
   /** From the poll interval, doubling up to 32 times it, and never past 30 s. */
@@ -315,8 +391,9 @@ export class OutboxRelay {
     const deadline = Date.now() + (this.options.drainTimeoutMs ?? 5000);
     while (Date.now() < deadline && this.broker.isOpen) {
       try {
-        const round = await this.runOnce();
-        if (round.sent === 0) return;
+        const handedOff = this.handoff?.claim(this.batchSize);
+        const round = handedOff ? (await this.settle(this.publishClaim(handedOff, undefined), new Set())).round : await this.runOnce();
+        if (round.sent === 0 && !handedOff) return;
       } catch (error) {
         this.logger.warn("outbox relay could not drain; pending rows stay for the next relay", { relay: this.name, error: describeError(error) });
         return;

@@ -25,6 +25,12 @@ export interface OutboxSettlement {
   failed: ReadonlyArray<{ id: number; error: string; retryDelayMs: number }>;
 }
 
+/** What a relay did with rows handed to it from memory: those in `due` go back to the claims, due now. */
+export interface HandedOffSettlement extends OutboxSettlement {
+  /** Not published, or published behind a failed row of their key: due now, no attempt counted. */
+  due: readonly number[];
+}
+
 /**
  * Rows a relay holds for publishing. On PostgreSQL the claim is an open transaction holding
  * `FOR UPDATE SKIP LOCKED` row locks: another relay cannot take them while this one lives, and
@@ -76,6 +82,13 @@ export interface OutboxRelayStore {
    * and mark the previous one meanwhile. Without it, a relay claims only after it settled.
    */
   readonly overlappingClaims?: boolean;
+  /**
+   * Settles rows that were handed to this process's relay after their commit (leased, see
+   * `OutboxSignal.attach`) and published from memory: marks the confirmed rows sent, counts the
+   * failed rows' attempt, and makes `due` rows due now, each without waiting for a row another
+   * relay holds (that relay settles it). A store with it lets its relay attach as the handoff.
+   */
+  settleHandedOff?(settlement: HandedOffSettlement): Promise<void>;
   /** Deletes up to `limit` rows sent before `sentBefore`; returns how many. */
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number>;
   /**

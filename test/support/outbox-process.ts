@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import type { RelayFaultPoint } from "../../src/index.js";
 import { amqpUrl } from "./broker.js";
 import { eventually } from "./outbox.js";
 
@@ -19,10 +20,19 @@ export class RelayProcess {
     this.exited = new Promise((resolve) => child.once("close", (code, signal) => { this.exitedNow = true; resolve({ code, signal }); }));
   }
 
-  static async start(databaseUrl: string, options: { pauseAfterConfirm?: boolean; leaseMs?: number; amqpUrl?: string } = {}): Promise<RelayProcess> {
+  static async start(databaseUrl: string, options: {
+    pauseAfterConfirm?: boolean; pauseAt?: RelayFaultPoint; leaseMs?: number; amqpUrl?: string;
+    /** Rows this process commits itself once started (see outbox-relay-process.ts). */
+    write?: { exchange: string; transactions: number; rowsPerTransaction: number; keys: number };
+  } = {}): Promise<RelayProcess> {
     const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: databaseUrl, AMQP_URL: options.amqpUrl ?? amqpUrl, RABBIT_INBOX_LOG_LEVEL: "info" };
     delete env.NODE_OPTIONS;
     if (options.pauseAfterConfirm) env.RELAY_PAUSE_AFTER_CONFIRM = "1";
+    if (options.pauseAt) env.RELAY_PAUSE_AT = options.pauseAt;
+    if (options.write) {
+      const w = options.write;
+      env.RELAY_WRITE = `${w.exchange}:${w.transactions}:${w.rowsPerTransaction}:${w.keys}`;
+    }
     if (options.leaseMs) env.RELAY_LEASE_MS = String(options.leaseMs);
     const child = spawn(process.execPath, ["--import", "tsx", "test/support/outbox-relay-process.ts"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     const p = new RelayProcess(child);

@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import { heldClaim } from "../../outbox/held-claim.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
-import type { OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
+import type { HandedOffSettlement, OutboxClaim, OutboxRow, OutboxSettlement, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlRow } from "../sql/sql-query.js";
@@ -47,6 +47,19 @@ export class PostgresOutboxRelay<C extends PgClient> {
   async cleanup(sentBefore: Date, limit: number): Promise<number> {
     const { affected } = await this.driver.read((query) => query({ name: this.sql.cleanupName, text: this.sql.cleanup, values: [sentBefore, limit] }));
     return affected;
+  }
+
+  /** One autocommit statement: rows held by another relay's claim are skipped (it marks them itself). */
+  async settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
+    const { sent, failed, due } = settlement;
+    if (sent.length + failed.length + due.length === 0) return;
+    await this.driver.read((query) => query({
+      name: this.sql.settleHandedOffName, text: this.sql.settleHandedOff,
+      values: [
+        sent, failed.map((f) => f.id), failed.map((f) => withoutNul(f.error)), failed.map((f) => Math.max(0, Math.round(f.retryDelayMs))),
+        due, this.schema,
+      ],
+    }));
   }
 
   async countPending(atMost: number): Promise<number> {
@@ -230,6 +243,25 @@ function relayStatements(prefix: string, tag: string) {
         available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
       FROM unnest($1::bigint[], $2::text[], $3::bigint[]) AS f(id, error, delay_ms)
       WHERE o.id = f.id`,
+    settleHandedOffName: `ri_outbox_settle_handed_off${tag}`,
+    // Due rows wake the relays of other processes (NOTIFY, at commit), as a write of due rows does.
+    settleHandedOff: `WITH sent AS (
+        UPDATE ${t} SET sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      failed AS (
+        UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
+            available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
+        FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS f(id, error, delay_ms)
+        WHERE o.id = f.id AND o.id IN (SELECT id FROM ${t} WHERE id = ANY($2::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      due AS (
+        UPDATE ${t} SET available_at = now()
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($5::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      note AS (SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce($6::text, current_schema(), '')) FROM (SELECT 1 FROM due LIMIT 1) one)
+      SELECT (SELECT count(*) FROM sent)::int AS sent, (SELECT count(*) FROM failed)::int AS failed,
+        (SELECT count(*) FROM due)::int AS due, (SELECT count(*) FROM note)::int AS notified`,
     countPendingName: `ri_outbox_count_pending${tag}`,
     // Through the partial index of unsent rows, stopping after $1 of them.
     countPending: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${t} WHERE sent_at IS NULL LIMIT $1) AS pending`,

@@ -1,5 +1,6 @@
 import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store.js";
+import type { HandedOffRow } from "../../outbox/outbox-signal.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";
@@ -42,6 +43,30 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     return Number(rows[0]?.n ?? 0);
   }
 
+  /**
+   * Inserts the records leased for `leaseMs` and returns them with their ids and, per ordering
+   * key, the newest row of that key that was unsent before this statement. No NOTIFY: a relay
+   * of this process takes them after the commit, and no other relay could claim them yet.
+   */
+  async writeLeased(query: SqlQuery, records: readonly OutboxRecord[], leaseMs: number): Promise<HandedOffRow[]> {
+    if (records.length === 0) return [];
+    const { rows } = await query({
+      name: this.sql.writeLeasedName, text: this.sql.writeLeased,
+      values: [
+        records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
+        records.map((r) => r.body), records.map((r) => r.properties), records.map((r) => r.orderingKey),
+        records.map((r) => r.source?.tenant ?? null), records.map((r) => r.source?.handler ?? null),
+        records.map((r) => r.source?.eventId ?? null), Math.max(0, Math.round(leaseMs)),
+      ],
+    });
+    // A message id already in the outbox inserted nothing: only the new rows are handed off.
+    const byMessageId = new Map(records.map((r) => [r.messageId, r]));
+    return rows.map((row) => ({
+      id: Number(row.id), record: byMessageId.get(String(row.message_id))!,
+      previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
+    }));
+  }
+
   /** Makes the unsent rows of these events due now, in one autocommit statement; returns how many. */
   async resend(driver: SqlDriver<unknown>, handler: string, keys: readonly EventKey[]): Promise<number> {
     if (keys.length === 0) return 0;
@@ -68,8 +93,28 @@ function writeStatements(prefix: string, tag: string) {
         RETURNING 1),
       note AS (${notify("$10")} FROM (SELECT 1 FROM ins LIMIT 1) one)
       SELECT (SELECT count(*) FROM ins)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
+    writeLeasedName: `ri_outbox_write_leased${tag}`,
+    // Every part of one statement reads the same snapshot: \`previous\` never sees the rows this
+    // statement inserts, only those unsent before it (through the ordering index, newest first).
+    writeLeased: `WITH r AS (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[], $7::text[], $8::text[], $9::text[])
+          WITH ORDINALITY AS r(m, e, k, b, p, o, st, sh, se, ord)),
+      previous AS (
+        SELECT keys.o, (SELECT max(x.id) FROM ${t} x WHERE x.ordering_key = keys.o AND x.sent_at IS NULL) AS id
+        FROM (SELECT DISTINCT o FROM r WHERE o IS NOT NULL) keys),
+      ins AS (
+        INSERT INTO ${t} (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id, available_at)
+        SELECT m, e, k, b, p, o, st, sh, se, now() + $10 * interval '1 millisecond' FROM r
+        ORDER BY ord
+        ON CONFLICT (message_id) DO NOTHING
+        RETURNING id, message_id, ordering_key)
+      SELECT ins.id, ins.message_id, previous.id AS previous FROM ins LEFT JOIN previous ON previous.o = ins.ordering_key
+      ORDER BY ins.id`,
     resendName: `ri_outbox_resend${tag}`,
-    // Rows a relay is publishing right now are locked: skipped, they are on their way.
+    // Rows a relay is publishing right now are locked: skipped, they are on their way. Rows
+    // leased to the relay of the process that wrote them become due too: that process may have
+    // died with them (a redelivered event is how a restarted consumer finds out); if it lives,
+    // a claim and its memory may both publish a row, under the same message id.
     resend: `WITH due AS (
         UPDATE ${t} SET available_at = now()
         WHERE id IN (

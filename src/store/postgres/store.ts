@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type PgClient, type PgPool, PostgresDriver } from "./driver.js";
@@ -77,6 +77,10 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
 
   claimOutbox(options: Pick<ClaimOptions, "limit" | "holding">): Promise<OutboxClaim | null> {
     return this.relay.claim(options.limit, options.holding);
+  }
+
+  settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
+    return this.relay.settleHandedOff(settlement);
   }
 
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {

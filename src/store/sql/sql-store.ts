@@ -3,7 +3,7 @@ import type {
   ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction,
 } from "../../core/store.js";
 import { Outbox } from "../../outbox/outbox.js";
-import { OutboxSignal } from "../../outbox/outbox-signal.js";
+import { type HandedOffRow, type OutboxHandoff, OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
 import type { SqlQuery } from "./sql-query.js";
 
@@ -24,6 +24,12 @@ export interface InboxStatements {
 export interface OutboxWriteStatements {
   /** Writes the rows (a message id already there is skipped); returns how many were new. */
   write(query: SqlQuery, records: readonly OutboxRecord[]): Promise<number>;
+  /**
+   * Writes the rows leased for `leaseMs` (not due before the lease ends: no claim takes them)
+   * and returns them with their ids, for a relay of this process to publish from memory after
+   * the commit. Optional: a dialect without it always writes due rows that relays claim.
+   */
+  writeLeased?(query: SqlQuery, records: readonly OutboxRecord[], leaseMs: number): Promise<HandedOffRow[]>;
   /** Makes the unsent rows of these events due now; returns how many. Runs in its own transaction. */
   resend(driver: SqlDriver<unknown>, handler: string, keys: readonly EventKey[]): Promise<number>;
 }
@@ -37,6 +43,17 @@ export interface SqlDialect<Handle> {
   readonly outbox?: OutboxWriteStatements;
   /** Creates or upgrades the tables; idempotent, safe from several processes at once. */
   migrate(): Promise<void>;
+}
+
+/** What one store transaction wrote to the outbox, and for whom. */
+interface OutboxWrites {
+  /** Due rows were written: relays are woken after the commit. */
+  written: boolean;
+  /** Leased rows written for `handoff`, handed to it after the commit. */
+  handedOff: HandedOffRow[];
+  /** Epoch ms before the first leased write. */
+  leasedAt: number;
+  handoff: OutboxHandoff | undefined;
 }
 
 /**
@@ -63,13 +80,21 @@ export class SqlStore<Handle> implements Store<Handle> {
   }
 
   async transaction<T>(work: (tx: StoreTransaction<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
-    const outbox = { written: false };
-    const result = await this.sql.driver.transaction((session) => work(this.transactionOf(session, outbox)), beforeCommit);
+    // Taken once: the rows of this transaction go to the relay that was attached when it began.
+    const handoff = this.sql.outbox?.writeLeased ? this.outboxSignal.handoff : undefined;
+    const outbox: OutboxWrites = { written: false, handedOff: [], leasedAt: 0, handoff };
+    const result = await this.sql.driver.transaction((session) => {
+      outbox.written = false;
+      outbox.handedOff = [];
+      return work(this.transactionOf(session, outbox));
+    }, beforeCommit);
+    // Committed: only now may the rows leave this process.
+    if (outbox.handedOff.length > 0) handoff!.take(outbox.handedOff, outbox.leasedAt);
     if (outbox.written) this.outboxSignal.notify();
     return result;
   }
 
-  private transactionOf(session: SqlSession<Handle>, outbox: { written: boolean }): StoreTransaction<Handle> {
+  private transactionOf(session: SqlSession<Handle>, outbox: OutboxWrites): StoreTransaction<Handle> {
     const { inbox, outbox: outboxSql } = this.sql;
     const tx: StoreTransaction<Handle> = {
       // A getter: some sessions start the transaction only when the handler first uses it.
@@ -80,7 +105,12 @@ export class SqlStore<Handle> implements Store<Handle> {
     };
     if (outboxSql) {
       tx.writeOutbox = async (records) => {
-        if ((await outboxSql.write(session.query, records)) > 0) outbox.written = true;
+        if (outbox.handoff && outboxSql.writeLeased) {
+          if (outbox.handedOff.length === 0) outbox.leasedAt = Date.now();
+          outbox.handedOff.push(...(await outboxSql.writeLeased(session.query, records, outbox.handoff.leaseMs)));
+        } else if ((await outboxSql.write(session.query, records)) > 0) {
+          outbox.written = true;
+        }
       };
     }
     return tx;

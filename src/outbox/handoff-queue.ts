@@ -1,0 +1,141 @@
+import type { HandedOffRow, OutboxHandoff } from "./outbox-signal.js";
+import type { HandedOffSettlement, OutboxClaim, OutboxRow } from "./outbox-store.js";
+
+/** Ordering keys remembered at most; a key forgotten only sends its next row through a claim. */
+const MAX_KEYS = 100_000;
+
+export interface HandoffQueueOptions {
+  leaseMs: number;
+  /** Rows waiting in memory at most; beyond it, the rest go back to the claims at the next claim. */
+  maxRows: number;
+  /** A handoff arrived: the relay should build a claim. */
+  wake: () => void;
+  /** Writes what became of a claim's rows (the store's `settleHandedOff`). */
+  settle: (settlement: HandedOffSettlement) => Promise<void>;
+}
+
+interface Handoff {
+  rows: readonly HandedOffRow[];
+  expiresAt: number;
+}
+
+/**
+ * Rows committed by this process, waiting in memory for the relay. The relay turns them into
+ * claims like the database's (`claim`), so they go out through the same publish, confirm and
+ * mark steps and keep the same per-key order on its one channel.
+ *
+ * A row of an ordering key may go out from memory only when no earlier row of its key waits in
+ * the database: the key's rows written before it (as its transaction saw them) must all be rows
+ * this relay took from memory itself. `chain` remembers, per key, the newest such row; a row
+ * whose key has an older unsent row that is not in the chain (a failed publish waiting for its
+ * retry, a row of a process that died, another writer's row) goes back to the claims, due now,
+ * and so do the key's later rows until the claims have sent what was waiting.
+ */
+export class HandoffQueue implements OutboxHandoff {
+  readonly leaseMs: number;
+  private readonly queued: Handoff[] = [];
+  private queuedRows = 0;
+  private readonly chain = new Map<string, number>();
+
+  constructor(private readonly options: HandoffQueueOptions) {
+    this.leaseMs = options.leaseMs;
+  }
+
+  take(rows: readonly HandedOffRow[], leasedAt: number): void {
+    if (rows.length === 0) return;
+    this.queued.push({ rows, expiresAt: leasedAt + this.leaseMs });
+    this.queuedRows += rows.length;
+    this.options.wake();
+  }
+
+  /** Rows waiting in memory. */
+  get size(): number {
+    return this.queuedRows;
+  }
+
+  /**
+   * A claim of the waiting handoffs, whole ones up to about `limit` rows (at least one), or
+   * null when none waits. Rows that may not go out from memory are not in its rows: its settle
+   * makes them due. Past `maxRows`, every other waiting row joins them.
+   */
+  claim(limit: number): OutboxClaim | null {
+    if (this.queued.length === 0) return null;
+    const taken: HandedOffRow[] = [];
+    let expiresAt = Infinity;
+    while (this.queued.length > 0 && (taken.length === 0 || taken.length + this.queued[0]!.rows.length <= limit)) {
+      const handoff = this.queued.shift()!;
+      taken.push(...handoff.rows);
+      expiresAt = Math.min(expiresAt, handoff.expiresAt);
+    }
+    const overflow: HandedOffRow[] = [];
+    if (this.queuedRows - taken.length > this.options.maxRows) {
+      for (const handoff of this.queued.splice(0)) overflow.push(...handoff.rows);
+    }
+    this.queuedRows -= taken.length + overflow.length;
+    // Handoffs arrive in commit order; ids follow insert order, which concurrent transactions may not share.
+    taken.sort((a, b) => a.id - b.id);
+    const rows: OutboxRow[] = [];
+    const held: number[] = overflow.map((r) => r.id);
+    const stopped = new Set<string>();
+    for (const row of overflow) if (row.record.orderingKey !== null) this.forget(row.record.orderingKey);
+    for (const row of taken) {
+      if (this.mayPublish(row, stopped)) rows.push(outboxRowOf(row));
+      else held.push(row.id);
+    }
+    return this.claimOf(rows, held, expiresAt);
+  }
+
+  /** Every waiting row back to the claims, due now (the broker is gone, or the relay stops). */
+  async release(): Promise<void> {
+    const rows = this.queued.splice(0).flatMap((h) => h.rows);
+    this.queuedRows = 0;
+    this.chain.clear();
+    if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
+  }
+
+  private mayPublish(row: HandedOffRow, stopped: Set<string>): boolean {
+    const key = row.record.orderingKey;
+    if (key === null) return true;
+    if (stopped.has(key)) return false;
+    const newest = this.chain.get(key);
+    if (row.previousUnsent === null || (newest !== undefined && row.previousUnsent <= newest)) {
+      this.chain.delete(key);
+      this.chain.set(key, row.id);
+      if (this.chain.size > MAX_KEYS) this.chain.delete(this.chain.keys().next().value!);
+      return true;
+    }
+    stopped.add(key);
+    this.forget(key);
+    return false;
+  }
+
+  private forget(key: string): void {
+    this.chain.delete(key);
+  }
+
+  private claimOf(rows: OutboxRow[], held: readonly number[], expiresAt: number): OutboxClaim {
+    let settled = false;
+    return {
+      rows,
+      expiresAt,
+      settle: async (settlement) => {
+        if (settled) throw new Error("a handed-off outbox claim was settled twice");
+        settled = true;
+        const sent = new Set(settlement.sent);
+        const failed = new Set(settlement.failed.map((f) => f.id));
+        const due = [...held, ...rows.filter((r) => !sent.has(r.id) && !failed.has(r.id)).map((r) => r.id)];
+        // A key with a row that did not go out: its next rows wait for the claims.
+        for (const row of rows) if (row.orderingKey !== null && !sent.has(row.id)) this.forget(row.orderingKey);
+        await this.options.settle({ sent: settlement.sent, failed: settlement.failed, due });
+      },
+    };
+  }
+}
+
+function outboxRowOf(row: HandedOffRow): OutboxRow {
+  const r = row.record;
+  return {
+    id: row.id, messageId: r.messageId, exchange: r.exchange, routingKey: r.routingKey, body: r.body,
+    properties: JSON.parse(r.properties) as Record<string, unknown>, orderingKey: r.orderingKey, attempts: 0,
+  };
+}

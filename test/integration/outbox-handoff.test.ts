@@ -1,0 +1,162 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { type OutboxClaim, OutboxRelay, type RelayFaultPoint, silentLogger } from "../../src/index.js";
+import type { ClaimOptions } from "../../src/outbox/outbox-store.js";
+import { amqpUrl } from "../support/broker.js";
+import { RelayProcess } from "../support/outbox-process.js";
+import {
+  ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, type TappedMessage, createOutboxDatabase, eventually, randomExchangeName,
+} from "../support/outbox.js";
+import { TEST_DATABASES } from "../support/test-databases.js";
+
+/** The stores whose relay takes committed rows from memory (the others always claim). */
+const HANDOFF_DATABASES = TEST_DATABASES.filter((kind) => kind === "postgres");
+
+/** Per key, the order in which each `seq` first arrived: what a consumer deduplicating by message id sees. */
+function firstArrivals(messages: readonly TappedMessage[]): Map<string, number[]> {
+  const seen = new Set<string>();
+  const order = new Map<string, number[]>();
+  for (const m of messages) {
+    if (!m.messageId || seen.has(m.messageId)) continue;
+    seen.add(m.messageId);
+    const { key, seq } = m.json as { key: string; seq: number };
+    order.set(key, [...(order.get(key) ?? []), seq]);
+  }
+  return order;
+}
+
+function inOrder(counts: Record<string, number>): Map<string, number[]> {
+  return new Map(Object.entries(counts).map(([key, n]) => [key, [...Array(n).keys()]]));
+}
+
+/**
+ * A relay publishes the rows its own process committed straight from memory (no claim), and
+ * meets the claims of other relays where that path stops: a process killed after the commit
+ * and before the publish, between the publish and the confirm, or between the confirm and the
+ * mark; a second relay that claims rows the first one still holds in memory; an earlier row
+ * of a key still waiting in the database.
+ */
+describe.each(HANDOFF_DATABASES)("outbox rows handed to the relay in memory on %s", (kind) => {
+  let db: OutboxTestDatabase;
+  let store: OutboxTestStore;
+  let exchange: string;
+  let tap: ExchangeTap;
+  const cleanups: Array<() => Promise<unknown>> = [];
+
+  beforeEach(async () => {
+    db = await createOutboxDatabase(kind);
+    store = await db.open();
+    await store.migrate();
+    exchange = randomExchangeName("outbox.handoff");
+    tap = await ExchangeTap.open(exchange);
+  });
+
+  afterEach(async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
+    await tap.close({ deleteExchange: true });
+    await store.close();
+    await db.remove();
+  });
+
+  async function relay(options: { leaseMs?: number } = {}): Promise<{ relay: OutboxRelay; claimed: OutboxClaim["rows"][number][] }> {
+    const claimed: OutboxClaim["rows"][number][] = [];
+    const claimOutbox = store.claimOutbox.bind(store) as (options: ClaimOptions) => Promise<OutboxClaim | null>;
+    store.claimOutbox = async (claimOptions: ClaimOptions) => {
+      const claim = await claimOutbox(claimOptions);
+      if (claim) claimed.push(...claim.rows);
+      return claim;
+    };
+    const r = new OutboxRelay({
+      url: amqpUrl, store, logger: silentLogger, pollIntervalMs: 100, publishTimeoutMs: 1000, cleanupIntervalMs: 0,
+      leaseMs: options.leaseMs ?? 3000,
+    });
+    await r.start();
+    cleanups.push(() => r.stop());
+    return { relay: r, claimed };
+  }
+
+  it("publishes what this process commits without claiming it back, in order per key, and marks it sent", async () => {
+    const { claimed } = await relay();
+    const seq = { a: 0, b: 0 };
+    for (let t = 0; t < 5; t++) {
+      await store.outbox.transaction(async (_tx, publish) => {
+        for (const key of ["a", "b", "a", "a", "b"] as const) await publish(exchange, "", { key, seq: seq[key]++ }, { orderingKey: key });
+        await publish(exchange, "", { free: t });
+      });
+    }
+    await tap.waitForCount(30);
+    expect(firstArrivals(tap.messages.filter((m) => (m.json as { key?: string }).key !== undefined))).toEqual(inOrder(seq));
+    expect([...tap.countsById().values()].every((n) => n === 1)).toBe(true);
+    await eventually(async () => ((await db.rows()).every((r) => r.sent && r.attempts === 1) ? true : undefined), "every row marked sent once");
+    // Not one row went through a claim: the claims that ran (the first one, the polls) found nothing.
+    expect(claimed).toEqual([]);
+  });
+
+  it("a key with an earlier row waiting in the database (a retry) is not overtaken: its new rows follow through the claims", async () => {
+    // Another writer's row of key a, failed once, waiting for its retry.
+    const other = await db.open();
+    cleanups.push(() => other.close());
+    await other.outbox.transaction(async (_tx, publish) => { await publish(exchange, "", { key: "a", seq: 0 }, { orderingKey: "a" }); });
+    const retryAt = {
+      postgres: "now() + interval '1500 milliseconds'",
+      mysql: "UTC_TIMESTAMP(6) + INTERVAL 1500 MICROSECOND * 1000",
+      sqlite: "CAST(unixepoch('subsec') * 1000 AS INTEGER) + 1500",
+    }[kind];
+    await db.exec(`UPDATE rabbit_inbox_outbox SET attempts = 1, available_at = ${retryAt}`);
+    const { claimed } = await relay();
+    await store.outbox.transaction(async (_tx, publish) => {
+      for (let seq = 1; seq <= 5; seq++) await publish(exchange, "", { key: "a", seq }, { orderingKey: "a" });
+      await publish(exchange, "", { key: "b", seq: 0 }, { orderingKey: "b" });
+    });
+    // Key b has nothing waiting: it goes out at once, from memory.
+    await eventually(() => (tap.messages.some((m) => (m.json as { key: string }).key === "b") ? true : undefined), "key b at once");
+    expect(tap.messages.filter((m) => (m.json as { key: string }).key === "a")).toEqual([]);
+    await tap.waitForCount(7);
+    expect(firstArrivals(tap.messages)).toEqual(inOrder({ a: 6, b: 1 }));
+    // Key a's rows went through the claims, after the retry.
+    expect(claimed.map((r) => JSON.parse(r.body.toString()) as { key: string; seq: number })).toEqual(
+      [0, 1, 2, 3, 4, 5].map((seq) => ({ key: "a", seq })),
+    );
+    await eventually(async () => ((await db.rows()).every((r) => r.sent) ? true : undefined), "every row marked sent");
+  });
+
+  const points: ReadonlyArray<{ point: RelayFaultPoint; published: boolean }> = [
+    { point: "before-publish", published: false },
+    { point: "after-publish", published: true },
+    { point: "after-confirm", published: true },
+  ];
+  for (const { point, published } of points) {
+    it(`a process killed at ${point} with rows in memory: another relay publishes them all once their lease ends, in order per key`, async () => {
+      const first = await RelayProcess.start(db.url, { pauseAt: point, leaseMs: 2000, write: { exchange, transactions: 5, rowsPerTransaction: 20, keys: 3 } });
+      cleanups.push(() => first.kill());
+      await first.waitForLine(new RegExp(`^relay: paused ${point} `));
+      await first.waitForLine(/^relay: wrote 100$/);
+      if (published) await tap.waitForCount(1);
+      else expect(tap.messages).toEqual([]);
+      const seenBeforeKill = tap.messages.length;
+      await first.kill("SIGKILL");
+      expect((await db.rows()).filter((r) => r.sent)).toEqual([]);
+
+      await relay({ leaseMs: 2000 });
+      await eventually(() => (tap.countsById().size === 100 ? true : undefined), "all 100 message ids downstream", 30_000);
+      expect(firstArrivals(tap.messages)).toEqual(inOrder({ k0: 34, k1: 33, k2: 33 }));
+      await eventually(async () => ((await db.rows()).every((r) => r.sent) ? true : undefined), "every row marked sent");
+      // Only what the killed process had put on the wire arrives twice.
+      expect(tap.messages.length - 100).toBeLessThanOrEqual(seenBeforeKill);
+      if (!published) expect(tap.messages).toHaveLength(100);
+    });
+  }
+
+  it("a second relay claims rows that the first still holds in memory, once their lease ends; nothing is lost or reordered", async () => {
+    const first = await RelayProcess.start(db.url, { pauseAt: "after-publish", leaseMs: 2000, write: { exchange, transactions: 5, rowsPerTransaction: 20, keys: 3 } });
+    cleanups.push(() => first.kill());
+    await first.waitForLine(/^relay: paused after-publish /);
+    await first.waitForLine(/^relay: wrote 100$/);
+    // The first relay is alive and holds every row: leased, not due, nothing marked.
+    const { claimed } = await relay({ leaseMs: 2000 });
+    await eventually(() => (tap.countsById().size === 100 ? true : undefined), "all 100 message ids downstream", 30_000);
+    expect(claimed.length).toBeGreaterThan(0);
+    expect(firstArrivals(tap.messages)).toEqual(inOrder({ k0: 34, k1: 33, k2: 33 }));
+    await eventually(async () => ((await db.rows()).every((r) => r.sent) ? true : undefined), "every row marked sent");
+    await first.kill("SIGKILL");
+  });
+});
