@@ -59,9 +59,9 @@ describe.each(HANDOFF_DATABASES)("outbox rows handed to the relay in memory on %
 
   async function relay(options: { leaseMs?: number } = {}): Promise<{ relay: OutboxRelay; claimed: OutboxClaim["rows"][number][] }> {
     const claimed: OutboxClaim["rows"][number][] = [];
-    const claimOutbox = store.claimOutbox.bind(store) as (options: ClaimOptions) => Promise<OutboxClaim | null>;
+    const original = store.claimOutbox.bind(store);
     store.claimOutbox = async (claimOptions: ClaimOptions) => {
-      const claim = await claimOutbox(claimOptions);
+      const claim = await original(claimOptions);
       if (claim) claimed.push(...claim.rows);
       return claim;
     };
