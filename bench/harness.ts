@@ -60,6 +60,11 @@ export function eventBody(i: number, accounts: number, runTag: string): Buffer {
   }));
 }
 
+/** The index i of an event id `<runTag>-<i>` (see eventBody). */
+export function eventIndex(eventId: string): number {
+  return Number(eventId.slice(eventId.lastIndexOf("-") + 1));
+}
+
 /** Expected sum of all deltas for n events (see eventBody). */
 export function expectedTotal(n: number): number {
   let total = 0;
