@@ -11,6 +11,10 @@ export function formatRun(r: RunResult): string {
   const cpu = `node cpu ${String(r.nodeCpuUsPerMsg).padStart(4)} us/msg (sys ${r.nodeSystemCpuUsPerMsg})  machine us/msg: broker ${r.cpu.broker} db ${r.cpu.database} other ${r.cpu.other} idle ${r.cpu.idle}`;
   const memory = `rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})`;
   const lines = [`${head}  ${cpu}  ${memory}${r.settings ? `  [${r.settings}]` : ""}`];
+  if (r.pipeline) {
+    const p = r.pipeline;
+    lines.push(`${"".padEnd(18)} ${"".padEnd(9)} end to end (delivery -> copy received downstream); originals acked at ${p.ackedMsgsPerSec} msg/s (${p.ackedSeconds} s), ${p.duplicates} duplicate copies, downstream consumer cpu ${p.downstreamCpuUsPerMsg} us/msg (its own process)`);
+  }
   if (r.ledger) {
     const l = r.ledger;
     if (l.publishedPerSec !== undefined) {
