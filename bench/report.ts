@@ -32,6 +32,7 @@ export function targetRatios(results: RunResult[], dbs: string[], extra: { scale
   const rates = (scenario: string, db: string, pick: (r: RunResult) => number = (r) => r.msgsPerSec) =>
     results.filter((r) => r.scenario === scenario && r.database === db).map(pick);
   const raw = rates("raw", "-");
+  const pipeline = rates("pipeline", "-");
   const endToEnd = (r: RunResult) => r.ledger?.endToEndMsgsPerSec ?? NaN;
   const r2 = (x: number) => Math.round(x * 100) / 100;
   const ratios: Ratio[] = [];
@@ -47,6 +48,8 @@ export function targetRatios(results: RunResult[], dbs: string[], extra: { scale
     compare(`${db}: ledger applied / raw`, ">= 0.45", rates("ledger", db), raw);
     compare(`${db}: ledger applied / naive`, ">= 3", rates("ledger", db), rates("naive", db));
     compare(`${db}: ledger end to end / raw`, ">= 0.4", rates("ledger", db, endToEnd), raw);
+    compare(`${db}: ledger end to end / pipeline`, ">= 0.7", rates("ledger", db, endToEnd), pipeline);
+    compare(`${db}: ledger end to end / naive pipeline`, ">= 3", rates("ledger", db, endToEnd), rates("naive-pipeline", db));
     compare(`${db}: strict / handwritten`, ">= 1.0", rates("strict", db), rates("handwritten", db));
     compare(`${db}: observed / batched`, ">= 0.95", rates("observed", db), rates("batched", db));
     if (extra.scale > 0) compare(`${db}: batched with ${extra.scale} rows / empty`, ">= 0.85", rates(`batched+${extra.scale}rows`, db), rates("batched", db));
