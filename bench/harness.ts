@@ -30,6 +30,18 @@ export interface RunResult {
   cpu: CpuSplit;
   /** What the scenario ran with, when it has settings of its own (raw: prefetch and acks). */
   settings?: string;
+  /**
+   * pipeline and naive-pipeline: msgsPerSec, p50Ms and p99Ms are end to end there (first delivery
+   * to the last copy received downstream; each event's delivery to its copy received); this is
+   * the consuming side's own pace and the downstream consumer's cost.
+   */
+  pipeline?: {
+    /** First delivery to the ack of the last original. */
+    ackedMsgsPerSec: number;
+    ackedSeconds: number;
+    duplicates: number;
+    downstreamCpuUsPerMsg: number;
+  };
   /** The ledger scenario only: the outbox and the messages downstream. */
   ledger?: {
     endToEndMsgsPerSec: number;
@@ -58,6 +70,11 @@ export function eventBody(i: number, accounts: number, runTag: string): Buffer {
     type: "balance.adjusted", tenant: "t1", event_id: `${runTag}-${i}`,
     account_id: `acc-${i % accounts}`, delta_cents: (i % 7) + 1,
   }));
+}
+
+/** The index i of an event id `<runTag>-<i>` (see eventBody). */
+export function eventIndex(eventId: string): number {
+  return Number(eventId.slice(eventId.lastIndexOf("-") + 1));
 }
 
 /** Expected sum of all deltas for n events (see eventBody). */
@@ -146,15 +163,18 @@ export class LatencyRecorder {
 
 /**
  * Runs a hand-written consumer (the baselines) on its own connection: `onMessage` must settle
- * the message; resolves when `n` messages have been settled.
+ * the message; resolves when `n` messages have been settled. `opened` runs first, on the same
+ * connection (a consumer that also publishes opens its confirm channel there).
  */
 export async function runPlainConsumer(
   queue: string, n: number, prefetch: number,
   onMessage: (channel: Channel, message: ConsumeMessage) => Promise<void>,
-): Promise<{ seconds: number; latency: LatencyRecorder }> {
+  opened?: (connection: amqp.ChannelModel) => Promise<void>,
+): Promise<{ seconds: number; latency: LatencyRecorder; startedAt: number; settledAt: number }> {
   const connection = await amqp.connect(AMQP_URL);
   const latency = new LatencyRecorder();
   try {
+    await opened?.(connection);
     const channel = await connection.createChannel();
     await channel.prefetch(prefetch);
     let done = 0;
@@ -173,7 +193,8 @@ export async function runPlainConsumer(
     });
     await finished;
     if (failure) throw failure as Error;
-    return { seconds: (performance.now() - started) / 1000, latency };
+    const settledAt = performance.now();
+    return { seconds: (settledAt - started) / 1000, latency, startedAt: started, settledAt };
   } finally {
     await connection.close();
   }

@@ -11,6 +11,10 @@ export function formatRun(r: RunResult): string {
   const cpu = `node cpu ${String(r.nodeCpuUsPerMsg).padStart(4)} us/msg (sys ${r.nodeSystemCpuUsPerMsg})  machine us/msg: broker ${r.cpu.broker} db ${r.cpu.database} other ${r.cpu.other} idle ${r.cpu.idle}`;
   const memory = `rss peak ${r.peakRssMb} MB (first/last quarter ${r.rssFirstQuarterMb}/${r.rssLastQuarterMb})`;
   const lines = [`${head}  ${cpu}  ${memory}${r.settings ? `  [${r.settings}]` : ""}`];
+  if (r.pipeline) {
+    const p = r.pipeline;
+    lines.push(`${"".padEnd(18)} ${"".padEnd(9)} end to end (delivery -> copy received downstream); originals acked at ${p.ackedMsgsPerSec} msg/s (${p.ackedSeconds} s), ${p.duplicates} duplicate copies, downstream consumer cpu ${p.downstreamCpuUsPerMsg} us/msg (its own process)`);
+  }
   if (r.ledger) {
     const l = r.ledger;
     if (l.publishedPerSec !== undefined) {
@@ -28,6 +32,7 @@ export function targetRatios(results: RunResult[], dbs: string[], extra: { scale
   const rates = (scenario: string, db: string, pick: (r: RunResult) => number = (r) => r.msgsPerSec) =>
     results.filter((r) => r.scenario === scenario && r.database === db).map(pick);
   const raw = rates("raw", "-");
+  const pipeline = rates("pipeline", "-");
   const endToEnd = (r: RunResult) => r.ledger?.endToEndMsgsPerSec ?? NaN;
   const r2 = (x: number) => Math.round(x * 100) / 100;
   const ratios: Ratio[] = [];
@@ -43,6 +48,8 @@ export function targetRatios(results: RunResult[], dbs: string[], extra: { scale
     compare(`${db}: ledger applied / raw`, ">= 0.45", rates("ledger", db), raw);
     compare(`${db}: ledger applied / naive`, ">= 3", rates("ledger", db), rates("naive", db));
     compare(`${db}: ledger end to end / raw`, ">= 0.4", rates("ledger", db, endToEnd), raw);
+    compare(`${db}: ledger end to end / pipeline`, ">= 0.7", rates("ledger", db, endToEnd), pipeline);
+    compare(`${db}: ledger end to end / naive pipeline`, ">= 3", rates("ledger", db, endToEnd), rates("naive-pipeline", db));
     compare(`${db}: strict / handwritten`, ">= 1.0", rates("strict", db), rates("handwritten", db));
     compare(`${db}: observed / batched`, ">= 0.95", rates("observed", db), rates("batched", db));
     if (extra.scale > 0) compare(`${db}: batched with ${extra.scale} rows / empty`, ">= 0.85", rates(`batched+${extra.scale}rows`, db), rates("batched", db));

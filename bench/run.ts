@@ -3,7 +3,13 @@
  * messages published beforehand), measures:
  *   raw          the fastest plain amqplib consumer, no database (its settings are printed)
  *   raw-simple   the usual plain consumer: prefetch 200, one ack per delivery (only with --only)
+ *   pipeline     the ledger's broker work and nothing else, no database: a persistent copy of each
+ *                message published with confirms to a fanout exchange, originals multiple-acked
+ *                once confirmed, a downstream consumer (its own process) takes every copy; timed
+ *                to the last copy received downstream (prefetch 1000)
  *   naive        one autocommit UPDATE per message, no dedup (prefetch 200)
+ *   naive-pipeline  naive's UPDATE, then the copy published with a confirm, awaited, then the ack
+ *                (the hand-written dual write: no dedup, no outbox); the same downstream and timing
  *   handwritten  per message: BEGIN; INSERT dedup .. ON CONFLICT DO NOTHING; UPDATE; COMMIT (prefetch 200)
  *   strict       the library, one transaction per message (batchSize 1, prefetch 200)
  *   batched      the library with the ledger's set-based handler and the library's defaults, no outbox
@@ -20,14 +26,12 @@
 import { type BenchArgs, USAGE, parseArgs } from "./args.js";
 import type { RunResult } from "./harness.js";
 import { formatRun, median, printRatios, targetRatios } from "./report.js";
-import { BROKER_ONLY, type Scenario, type ScenarioSettings, SCENARIOS, runScenario } from "./scenario-run.js";
+import { BROKER_ONLY, DEFAULT_SCENARIOS, PREFETCH, type Scenario, type ScenarioSettings, SCENARIOS, runScenario } from "./scenario-run.js";
+import { PIPELINE_PREFETCH } from "./scenarios/pipeline.js";
 import { describeRaw, type RawSettings } from "./scenarios/raw.js";
 import { producerTraceRatio } from "./observability.js";
 import { runOutboxDrain } from "./outbox-drain.js";
 import { runRelayPair } from "./relay-pair.js";
-
-/** What runs without --only: the extras are asked for by name. */
-const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple");
 
 function settingsOf(args: BenchArgs, raw: RawSettings = args.raw): ScenarioSettings {
   return {
@@ -56,7 +60,7 @@ async function throughput(args: BenchArgs): Promise<void> {
   const scenarios = args.only ? SCENARIOS.filter((s) => args.only!.includes(s)) : DEFAULT_SCENARIOS;
   const log = (line: string) => { if (!args.json) console.log(line); };
   log(`rabbit-inbox bench: ${args.messages} persistent messages per scenario, ${args.runs} run(s), scenarios ${scenarios.join(",")}, databases ${args.dbs.join(",")}`);
-  log(`  raw: ${describeRaw(args.raw)}; naive, handwritten, strict: prefetch 200; batched: ${JSON.stringify(args.batched) === "{}" ? "the library's defaults" : JSON.stringify(args.batched)}${args.ledgerRate ? `; ledger: events published during the run at ${args.ledgerRate} msg/s` : ""}${args.outboxMaxPending ? `; ledger: outbox backpressure at ${args.outboxMaxPending} unsent rows` : ""}; queue arguments ${JSON.stringify(args.queueArguments)}; node ${process.version}; ${new Date().toISOString()}`);
+  log(`  raw: ${describeRaw(args.raw)}; pipeline: prefetch ${PIPELINE_PREFETCH}, a copy per message confirmed in a sliding window, multiple-acks once confirmed; naive, naive-pipeline, handwritten, strict: prefetch ${PREFETCH}; batched: ${JSON.stringify(args.batched) === "{}" ? "the library's defaults" : JSON.stringify(args.batched)}${args.ledgerRate ? `; ledger: events published during the run at ${args.ledgerRate} msg/s` : ""}${args.outboxMaxPending ? `; ledger: outbox backpressure at ${args.outboxMaxPending} unsent rows` : ""}; queue arguments ${JSON.stringify(args.queueArguments)}; node ${process.version}; ${new Date().toISOString()}`);
   await warmUp(args, scenarios, log);
   const results: RunResult[] = [];
   const record = (r: RunResult) => { results.push(r); log(formatRun(r)); };

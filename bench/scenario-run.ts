@@ -4,21 +4,25 @@
  * balance summed) and what the run measured.
  */
 import { randomBytes } from "node:crypto";
-import { type BenchDatabase, ACCOUNTS, openBenchDatabase } from "./databases/bench-database.js";
+import { type BenchDatabase, ACCOUNTS, adjustment, openBenchDatabase } from "./databases/bench-database.js";
 import {
   type CpuSplit, type LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
 } from "./harness.js";
 import { type LedgerMeasurement, runLedger } from "./scenarios/ledger.js";
 import { runLibrary } from "./scenarios/library.js";
+import { runNaivePipeline } from "./scenarios/naive-pipeline.js";
+import { type PipelineMeasurement, runPipeline } from "./scenarios/pipeline.js";
 import { RAW_SIMPLE, type RawSettings, describeRaw, runRawConsumer } from "./scenarios/raw.js";
 
-/** Prefetch of the per-message consumers (naive, handwritten, strict). */
+/** Prefetch of the per-message consumers (naive, naive-pipeline, handwritten, strict). */
 export const PREFETCH = 200;
 
-export const SCENARIOS = ["raw", "raw-simple", "naive", "handwritten", "strict", "batched", "ledger", "observed"] as const;
+export const SCENARIOS = ["raw", "raw-simple", "pipeline", "naive", "naive-pipeline", "handwritten", "strict", "batched", "ledger", "observed"] as const;
 export type Scenario = (typeof SCENARIOS)[number];
+/** What runs without --only: the extras are asked for by name. */
+export const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple");
 /** Scenarios without a database. */
-export const BROKER_ONLY: readonly Scenario[] = ["raw", "raw-simple"];
+export const BROKER_ONLY: readonly Scenario[] = ["raw", "raw-simple", "pipeline"];
 
 /** A producer's `traceparent` per event: a new trace each, `sampled` of them with the sampled flag. */
 function producerTraceparents(sampled: number): (i: number) => Record<string, unknown> {
@@ -64,6 +68,7 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
     const profiler = settings.profile === undefined ? undefined : await CpuProfiler.start();
     let measured: { seconds: number; latency: LatencyRecorder };
     let ledger: LedgerMeasurement | undefined;
+    let pipeline: PipelineMeasurement | undefined;
     let described: string | undefined;
     let meters: { memory: ReturnType<RssSampler["stop"]>; cpu: NodeJS.CpuUsage; split: CpuSplit } | undefined;
     // Read before anything closes: /proc no longer shows a process (a database session) that ended.
@@ -72,8 +77,12 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
       const raw = scenario === "raw" ? settings.raw : RAW_SIMPLE;
       described = describeRaw(raw);
       measured = await runRawConsumer(queue, n, raw);
+    } else if (scenario === "pipeline") {
+      measured = pipeline = await runPipeline(queue, n, stopMeters);
+    } else if (scenario === "naive-pipeline") {
+      measured = pipeline = await runNaivePipeline(db!, queue, n, PREFETCH, stopMeters);
     } else if (scenario === "naive") {
-      measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.naive(message.content); channel.ack(message); });
+      measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.naive(adjustment(message.content)); channel.ack(message); });
     } else if (scenario === "handwritten") {
       measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.handwritten(message.content); channel.ack(message); });
     } else if (scenario === "strict") {
@@ -99,6 +108,12 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
       peakRssMb: memory.peakMb, rssFirstQuarterMb: memory.firstQuarterMb, rssLastQuarterMb: memory.lastQuarterMb,
       nodeCpuUsPerMsg: Math.round((cpu.user + cpu.system) / n), nodeSystemCpuUsPerMsg: Math.round(cpu.system / n), cpu: split,
       ...(described ? { settings: described } : {}),
+      ...(pipeline ? {
+        pipeline: {
+          ackedMsgsPerSec: Math.round(n / pipeline.ackedSeconds), ackedSeconds: Math.round(pipeline.ackedSeconds * 100) / 100,
+          duplicates: pipeline.duplicates, downstreamCpuUsPerMsg: pipeline.downstreamCpuUsPerMsg,
+        },
+      } : {}),
       ...(ledger ? {
         ledger: {
           endToEndMsgsPerSec: Math.round(n / ledger.endToEndSeconds), endToEndSeconds: Math.round(ledger.endToEndSeconds * 100) / 100,

@@ -24,7 +24,8 @@ export interface BenchDatabase {
   total(): Promise<number>;
   /** Outbox rows not yet marked sent. */
   pendingOutbox(): Promise<number>;
-  naive(body: Buffer): Promise<void>;
+  /** The naive consumer's one autocommit UPDATE of the event's account. */
+  naive(event: Adjustment): Promise<void>;
   handwritten(body: Buffer): Promise<void>;
   libraryStrict(): { store: LibraryStore; handler: InboxHandler<LedgerEvent, never>; concurrency: number };
   libraryBatched(): { store: LibraryStore; handler: InboxHandler<LedgerEvent, never> };
@@ -33,7 +34,9 @@ export interface BenchDatabase {
 }
 
 /** The fields of a bench event body (see eventBody in harness.ts) that the baselines use. */
-export function adjustment(body: Buffer): { tenant: string; eventId: string; accountId: string; delta: number } {
+export interface Adjustment { tenant: string; eventId: string; accountId: string; delta: number }
+
+export function adjustment(body: Buffer): Adjustment {
   const e = JSON.parse(body.toString()) as { tenant: string; event_id: string; account_id: string; delta_cents: number };
   return { tenant: e.tenant, eventId: e.event_id, accountId: e.account_id, delta: e.delta_cents };
 }

@@ -40,8 +40,7 @@ export async function openMysql(): Promise<BenchDatabase> {
       const [rows] = await pool.query("SELECT CAST(coalesce(sum(balance_cents), 0) AS CHAR) AS t FROM ledger_accounts");
       return Number((rows as Array<{ t: string }>)[0]!.t);
     },
-    async naive(body) {
-      const e = adjustment(body);
+    async naive(e) {
       await pool.execute(update, [e.delta, e.tenant, e.accountId]);
     },
     async handwritten(body) {

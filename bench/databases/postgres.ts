@@ -40,8 +40,7 @@ export async function openPostgres(): Promise<BenchDatabase> {
       const { rows } = await pool.query("SELECT coalesce(sum(balance_cents), 0)::bigint AS t FROM ledger_accounts");
       return Number((rows[0] as { t: string }).t);
     },
-    async naive(body) {
-      const e = adjustment(body);
+    async naive(e) {
       await pool.query({ name: "naive", text: update, values: [e.delta, e.tenant, e.accountId] });
     },
     async handwritten(body) {

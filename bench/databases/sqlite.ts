@@ -41,8 +41,7 @@ export async function openSqlite(): Promise<BenchDatabase> {
     url: file,
     pendingOutbox: () => Promise.resolve((db.prepare("SELECT count(*) AS n FROM rabbit_inbox_outbox WHERE sent_at IS NULL").get() as { n: number }).n),
     total: () => Promise.resolve(Number((db.prepare("SELECT coalesce(sum(balance_cents), 0) AS t FROM ledger_accounts").get() as { t: number }).t)),
-    naive(body) {
-      const e = adjustment(body);
+    naive(e) {
       update.run(e.delta, e.tenant, e.accountId);
       return Promise.resolve();
     },

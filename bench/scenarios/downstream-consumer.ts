@@ -2,7 +2,8 @@
  * The ledger scenario's traffic, in a process of its own so that the ledger's event loop and CPU
  * figures are the service's alone:
  * - downstream: a plain amqplib consumer of the queue the scenario bound to the `balance.changed`
- *   exchange (prefetch 1000, one multiple-ack per 250 deliveries). It records when each event's
+ *   exchange (prefetch 1000, one multiple-ack per 250 deliveries). It tells its parent once it
+ *   consumes (the measured consumer starts after that), and records when each event's
  *   first `balance.changed` arrived (epoch ms, by the event's index);
  * - with a rate (`--ledger-rate`), also the producer: once the parent says `publish`, it publishes
  *   the `n` events to the ledger's queue at that rate (persistent, confirmed in windows) and
@@ -13,8 +14,8 @@
  */
 import { writeFileSync } from "node:fs";
 import amqp from "amqplib";
-import { eventBody } from "../harness.js";
-import { type DownstreamDone, PUBLISH } from "./traffic-protocol.js";
+import { eventBody, eventIndex } from "../harness.js";
+import { type DownstreamDone, PUBLISH, READY } from "./traffic-protocol.js";
 
 /** Publishes events 0..n-1 at `rate` per second, `publishedAt[i]` set as each goes out. */
 async function produce(connection: amqp.ChannelModel, queue: string, n: number, rate: number, runTag: string, accounts: number, publishedAt: Float64Array): Promise<void> {
@@ -61,11 +62,11 @@ async function main(): Promise<void> {
   let duplicates = 0;
   let unacked = 0;
   await new Promise<void>((resolve, reject) => {
-    void channel.consume(queue!, (message) => {
+    channel.consume(queue!, (message) => {
       if (!message) return reject(new Error("downstream consumer cancelled"));
       const now = performance.timeOrigin + performance.now();
       const { caused_by: causedBy } = JSON.parse(message.content.toString()) as { caused_by: string };
-      const i = Number(causedBy.slice(causedBy.lastIndexOf("-") + 1));
+      const i = eventIndex(causedBy);
       if (receivedAt[i]! >= 0) duplicates++;
       else {
         receivedAt[i] = now;
@@ -84,7 +85,7 @@ async function main(): Promise<void> {
         process.send!(done);
         resolve();
       }
-    }, { noAck: false }).catch(reject);
+    }, { noAck: false }).then(() => { process.send!(READY); }, reject);
   });
   await connection.close();
 }

@@ -12,17 +12,12 @@
  * run at R per second instead, and the latency from each event's publish is measured too. The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
  * With `--outbox-max-pending ROWS` the consumer runs with outboxBackpressure at that bound (LEDGER_OUTBOX_MAX_PENDING).
  */
-import { fork } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import amqp from "amqplib";
 import { InboxConsumer, OutboxRelay, outboxBackpressure, silentLogger } from "../../src/index.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
 import type { BenchDatabase } from "../databases/bench-database.js";
-import { AMQP_URL, LatencyRecorder } from "../harness.js";
-import { type DownstreamDone, PUBLISH } from "./traffic-protocol.js";
+import { AMQP_URL, LatencyRecorder, eventIndex } from "../harness.js";
+import { Downstream, type TrafficPacing } from "./downstream.js";
+import type { DownstreamDone } from "./traffic-protocol.js";
 
 /** examples/ledger/main.ts's defaults (LEDGER_BATCH_SIZE and LEDGER_PREFETCH unset). */
 const LEDGER_BATCH_SIZE = 500;
@@ -52,23 +47,14 @@ export interface LedgerMeasurement {
   rssAtQuarterMb: number[];
 }
 
-/** Events published during the run at a fixed rate (by the traffic process) instead of beforehand. */
-export interface LedgerPacing { rate: number; runTag: string; accounts: number }
-
-/** The index i of an event id `<runTag>-<i>` (see eventBody in harness.ts). */
-function eventIndex(eventId: string): number {
-  return Number(eventId.slice(eventId.lastIndexOf("-") + 1));
-}
-
 /**
  * `measured` is called once everything arrived, before the service's connections close: the
  * caller reads /proc there, while the database sessions that did the work still exist.
  */
 export async function runLedger(
-  db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>, measured: () => void, pacing?: LedgerPacing,
+  db: BenchDatabase, queue: string, n: number, queueArguments: Record<string, unknown>, measured: () => void, pacing?: TrafficPacing,
   outboxMaxPending?: number,
 ): Promise<LedgerMeasurement> {
-  const exchange = `${queue}.balance-changed`;
   // Per event, allocated and written to up front so that they add nothing to RSS during the run.
   const deliveredAt = new Float64Array(n).fill(-1);
   const latency = new LatencyRecorder();
@@ -83,27 +69,14 @@ export async function runLedger(
   const finished = new Promise<void>((resolve) => { finish = resolve; });
   const fail = (error: Error) => { failure ??= error; finish(); };
 
-  const downstreamConnection = await amqp.connect(AMQP_URL);
-  const downstreamQueue = `${queue}.downstream`;
-  const setup = await downstreamConnection.createChannel();
-  await setup.assertExchange(exchange, "fanout", { durable: true });
-  await setup.assertQueue(downstreamQueue, { durable: true });
-  await setup.bindQueue(downstreamQueue, exchange, "");
-  const timesDir = mkdtempSync(join(tmpdir(), "rabbit-inbox-bench-downstream-"));
-  const timesFile = join(timesDir, "received-at.f64");
-  const downstream = fork(fileURLToPath(new URL("./downstream-consumer.js", import.meta.url)), [AMQP_URL, downstreamQueue, String(n), timesFile, ...(pacing ? [queue, String(pacing.rate), pacing.runTag, String(pacing.accounts)] : [])], { stdio: "inherit" });
+  const downstream = await Downstream.start(queue, n, pacing);
+  const exchange = downstream.exchange;
   let downstreamDone: DownstreamDone | undefined;
-  downstream.once("message", (done: DownstreamDone) => {
+  downstream.done.then((done) => {
     downstreamDone = done;
     receivedAllAt = done.receivedAllAt - performance.timeOrigin;
     if (appliedAt > 0) finish();
-  });
-  const downstreamExited = new Promise<void>((resolve) => {
-    downstream.once("exit", (code) => {
-      if (code !== 0 || !downstreamDone) fail(new Error(`downstream consumer exited with code ${code} before it received every balance.changed`));
-      resolve();
-    });
-  });
+  }, fail);
 
   const ledger = await openLedgerDatabase(db.url, silentLogger, { balanceChangedExchange: exchange });
   const relay = new OutboxRelay({
@@ -148,18 +121,16 @@ export async function runLedger(
   try {
     await relay.start();
     await consumer.start();
-    if (pacing) downstream.send(PUBLISH);
+    if (pacing) downstream.startPublishing();
     await finished;
     if (failure) throw failure;
-    await downstreamExited;
+    await downstream.exited;
     measured();
-    const file = readFileSync(timesFile);
-    const receivedAt = new Float64Array(file.buffer.slice(file.byteOffset, file.byteOffset + file.byteLength));
+    const receivedAt = downstream.receivedAt();
     for (let i = 0; i < n; i++) endToEndLatency.record(receivedAt[i]! - performance.timeOrigin - deliveredAt[i]!);
     let publishToReceived: LatencyRecorder | undefined;
     if (pacing) {
-      const published = readFileSync(`${timesFile}.published`);
-      const publishedAt = new Float64Array(published.buffer.slice(published.byteOffset, published.byteOffset + published.byteLength));
+      const publishedAt = downstream.publishedAt();
       publishToReceived = new LatencyRecorder();
       for (let i = 0; i < n; i++) publishToReceived.record(receivedAt[i]! - publishedAt[i]!);
     }
@@ -176,10 +147,6 @@ export async function runLedger(
     await consumer.stop();
     await relay.stop();
     await ledger.close();
-    if (downstream.exitCode === null) downstream.kill();
-    rmSync(timesDir, { recursive: true, force: true });
-    await setup.deleteQueue(downstreamQueue).catch(() => undefined);
-    await setup.deleteExchange(exchange).catch(() => undefined);
-    await downstreamConnection.close().catch(() => undefined);
+    await downstream.close();
   }
 }
