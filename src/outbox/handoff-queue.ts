@@ -36,6 +36,7 @@ export class HandoffQueue implements OutboxHandoff {
   private readonly queued: Handoff[] = [];
   private queuedRows = 0;
   private readonly chain = new Map<string, number>();
+  private accepting = true;
 
   constructor(private readonly options: HandoffQueueOptions) {
     this.leaseMs = options.leaseMs;
@@ -43,6 +44,11 @@ export class HandoffQueue implements OutboxHandoff {
 
   take(rows: readonly HandedOffRow[], leasedAt: number): void {
     if (rows.length === 0) return;
+    if (!this.accepting) {
+      // Written while the relay was still attached, committed after it let go: to the claims.
+      this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) }).catch(() => undefined);
+      return;
+    }
     this.queued.push({ rows, expiresAt: leasedAt + this.leaseMs });
     this.queuedRows += rows.length;
     this.options.wake();
@@ -85,8 +91,17 @@ export class HandoffQueue implements OutboxHandoff {
     return this.claimOf(rows, held, expiresAt);
   }
 
-  /** Every waiting row back to the claims, due now (the broker is gone, or the relay stops). */
+  /** Takes rows into memory again (after `release`). */
+  accept(): void {
+    this.accepting = true;
+  }
+
+  /**
+   * Every waiting row back to the claims, due now (the broker is gone, or the relay stops), and
+   * so is every row handed over later, until `accept`.
+   */
   async release(): Promise<void> {
+    this.accepting = false;
     const rows = this.queued.splice(0).flatMap((h) => h.rows);
     this.queuedRows = 0;
     this.chain.clear();

@@ -180,7 +180,9 @@ export class OutboxRelay {
   }
 
   private attachHandoff(): void {
-    if (this.handoff && !this.detachHandoff) this.detachHandoff = this.store.outboxSignal.attach(this.handoff);
+    if (!this.handoff || this.detachHandoff) return;
+    this.handoff.accept();
+    this.detachHandoff = this.store.outboxSignal.attach(this.handoff);
   }
 
   /** New transactions write due rows again; the rows waiting in memory go back to the claims. */

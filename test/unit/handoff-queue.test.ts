@@ -126,9 +126,15 @@ describe("HandoffQueue", () => {
     await q.release();
     expect(settled.at(-1)).toEqual({ sent: [], failed: [], due: [2, 3] });
     expect(q.size).toBe(0);
+    // Rows committed after the release (their transaction began before it) go straight to the claims.
     q.take([row(4, "a", 2)], 0);
+    expect(q.size).toBe(0);
+    await Promise.resolve();
+    expect(settled.at(-1)).toEqual({ sent: [], failed: [], due: [4] });
+    q.accept();
+    q.take([row(5, "a", 4)], 0);
     expect(ids(q.claim(10)!.rows)).toEqual([]);
-    await q.release();
-    expect(settled).toHaveLength(2);
+    q.take([row(6, "b", null)], 0);
+    expect(ids(q.claim(10)!.rows)).toEqual([6]);
   });
 });

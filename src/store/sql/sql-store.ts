@@ -89,7 +89,13 @@ export class SqlStore<Handle> implements Store<Handle> {
       return work(this.transactionOf(session, outbox));
     }, beforeCommit);
     // Committed: only now may the rows leave this process.
-    if (outbox.handedOff.length > 0) handoff!.take(outbox.handedOff, outbox.leasedAt);
+    if (outbox.handedOff.length > 0) {
+      try {
+        handoff!.take(outbox.handedOff, outbox.leasedAt);
+      } catch {
+        // Committed all the same: the rows stay leased, and a claim sends them once the lease ends.
+      }
+    }
     if (outbox.written) this.outboxSignal.notify();
     return result;
   }
