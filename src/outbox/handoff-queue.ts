@@ -37,6 +37,8 @@ export class HandoffQueue implements OutboxHandoff {
   private queuedRows = 0;
   private readonly chain = new Map<string, number>();
   private accepting = true;
+  /** The events whose rows are in memory (waiting, or in a claim not settled yet), with how many rows. */
+  private readonly sources = new Map<string, number>();
 
   constructor(private readonly options: HandoffQueueOptions) {
     this.leaseMs = options.leaseMs;
@@ -51,7 +53,12 @@ export class HandoffQueue implements OutboxHandoff {
     }
     this.queued.push({ rows, expiresAt: leasedAt + this.leaseMs });
     this.queuedRows += rows.length;
+    this.count(rows, 1);
     this.options.wake();
+  }
+
+  holds(handler: string, tenant: string, eventId: string): boolean {
+    return this.sources.has(sourceKey(handler, tenant, eventId));
   }
 
   /** Rows waiting in memory. */
@@ -88,7 +95,7 @@ export class HandoffQueue implements OutboxHandoff {
       if (this.mayPublish(row, stopped)) rows.push(outboxRowOf(row));
       else held.push(row.id);
     }
-    return this.claimOf(rows, held, expiresAt);
+    return this.claimOf(rows, held, [...taken, ...overflow], expiresAt);
   }
 
   /** Takes rows into memory again (after `release`). */
@@ -105,7 +112,18 @@ export class HandoffQueue implements OutboxHandoff {
     const rows = this.queued.splice(0).flatMap((h) => h.rows);
     this.queuedRows = 0;
     this.chain.clear();
+    this.count(rows, -1);
     if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
+  }
+
+  private count(rows: readonly HandedOffRow[], delta: 1 | -1): void {
+    for (const { record } of rows) {
+      if (!record.source) continue;
+      const key = sourceKey(record.source.handler, record.source.tenant, record.source.eventId);
+      const n = (this.sources.get(key) ?? 0) + delta;
+      if (n > 0) this.sources.set(key, n);
+      else this.sources.delete(key);
+    }
   }
 
   private mayPublish(row: HandedOffRow, stopped: Set<string>): boolean {
@@ -128,7 +146,7 @@ export class HandoffQueue implements OutboxHandoff {
     this.chain.delete(key);
   }
 
-  private claimOf(rows: OutboxRow[], held: readonly number[], expiresAt: number): OutboxClaim {
+  private claimOf(rows: OutboxRow[], held: readonly number[], taken: readonly HandedOffRow[], expiresAt: number): OutboxClaim {
     let settled = false;
     return {
       rows,
@@ -136,6 +154,7 @@ export class HandoffQueue implements OutboxHandoff {
       settle: async (settlement) => {
         if (settled) throw new Error("a handed-off outbox claim was settled twice");
         settled = true;
+        this.count(taken, -1);
         const sent = new Set(settlement.sent);
         const failed = new Set(settlement.failed.map((f) => f.id));
         const due = [...held, ...rows.filter((r) => !sent.has(r.id) && !failed.has(r.id)).map((r) => r.id)];
@@ -145,6 +164,11 @@ export class HandoffQueue implements OutboxHandoff {
       },
     };
   }
+}
+
+/** Ids never hold U+0000 (the databases refuse it), so it separates them unambiguously. */
+function sourceKey(handler: string, tenant: string, eventId: string): string {
+  return `${handler}\u0000${tenant}\u0000${eventId}`;
 }
 
 function outboxRowOf(row: HandedOffRow): OutboxRow {

@@ -27,6 +27,11 @@ export interface OutboxHandoff {
    * their lease ends no earlier than `leasedAt + leaseMs` on this machine's clock.
    */
   take(rows: readonly HandedOffRow[], leasedAt: number): void;
+  /**
+   * Whether rows written while handling this event are in memory, on their way: a duplicate
+   * of the event need not make them due again (a claim would publish them a second time).
+   */
+  holds(handler: string, tenant: string, eventId: string): boolean;
 }
 
 /**

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type OutboxClaim, OutboxRelay, type RelayFaultPoint, silentLogger } from "../../src/index.js";
+import { InboxPipeline, type OutboxClaim, OutboxRelay, type RelayFaultPoint, type RelayHook, silentLogger } from "../../src/index.js";
 import type { ClaimOptions } from "../../src/outbox/outbox-store.js";
 import { amqpUrl } from "../support/broker.js";
+import { incomingMessage } from "../support/messages.js";
 import { RelayProcess } from "../support/outbox-process.js";
 import {
   ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, type TappedMessage, createOutboxDatabase, eventually, randomExchangeName,
@@ -57,7 +58,7 @@ describe.each(HANDOFF_DATABASES)("outbox rows handed to the relay in memory on %
     await db.remove();
   });
 
-  async function relay(options: { leaseMs?: number } = {}): Promise<{ relay: OutboxRelay; claimed: OutboxClaim["rows"][number][] }> {
+  async function relay(options: { leaseMs?: number; hook?: RelayHook } = {}): Promise<{ relay: OutboxRelay; claimed: OutboxClaim["rows"][number][] }> {
     const claimed: OutboxClaim["rows"][number][] = [];
     const original = store.claimOutbox.bind(store);
     store.claimOutbox = async (claimOptions: ClaimOptions) => {
@@ -67,7 +68,7 @@ describe.each(HANDOFF_DATABASES)("outbox rows handed to the relay in memory on %
     };
     const r = new OutboxRelay({
       url: amqpUrl, store, logger: silentLogger, pollIntervalMs: 100, publishTimeoutMs: 1000, cleanupIntervalMs: 0,
-      leaseMs: options.leaseMs ?? 3000,
+      leaseMs: options.leaseMs ?? 3000, ...(options.hook ? { hook: options.hook } : {}),
     });
     await r.start();
     cleanups.push(() => r.stop());
@@ -88,6 +89,35 @@ describe.each(HANDOFF_DATABASES)("outbox rows handed to the relay in memory on %
     expect([...tap.countsById().values()].every((n) => n === 1)).toBe(true);
     await eventually(async () => ((await db.rows()).every((r) => r.sent && r.attempts === 1) ? true : undefined), "every row marked sent once");
     // Not one row went through a claim: the claims that ran (the first one, the polls) found nothing.
+    expect(claimed).toEqual([]);
+  });
+
+  it("a duplicate of an event whose rows are still in memory does not send them a second time through a claim", async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    let holding = 0;
+    const { claimed } = await relay({
+      hook: async (point) => {
+        if (point !== "before-publish" || holding++ > 0) return;
+        await held;
+      },
+    });
+    const upstream = new InboxPipeline<Record<string, unknown>, unknown>({
+      store, logger: silentLogger,
+      handler: { name: "payments", async handle(event, ctx) { await ctx.publish(exchange, "", { key: "p", seq: event.seq }, { orderingKey: "p" }); } },
+    });
+    const event = { tenant: "t1", event_id: "pay-1", seq: 0 };
+    expect((await upstream.process([incomingMessage(event)])).map((o) => o.kind)).toEqual(["applied"]);
+    await eventually(() => (holding > 0 ? true : undefined), "the relay to take the row from memory");
+    // The producer retries: the duplicate finds the row unsent, but this process holds it.
+    expect((await upstream.process([incomingMessage(event)])).map((o) => o.kind)).toEqual(["duplicate"]);
+    await new Promise((resolve) => setTimeout(resolve, 500)); // several polls of the relay
+    expect(claimed).toEqual([]);
+    release();
+    await tap.waitForCount(1);
+    await eventually(async () => ((await db.rows()).every((r) => r.sent) ? true : undefined), "the row marked sent");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(tap.messages).toHaveLength(1);
     expect(claimed).toEqual([]);
   });
 

@@ -11,8 +11,9 @@ function record(messageId: string, orderingKey: string | null): OutboxRecord {
   };
 }
 
-function row(id: number, orderingKey: string | null, previousUnsent: number | null = null): HandedOffRow {
-  return { id, record: record(`m${id}`, orderingKey), previousUnsent };
+function row(id: number, orderingKey: string | null, previousUnsent: number | null = null, eventId?: string): HandedOffRow {
+  const r = record(`m${id}`, orderingKey);
+  return { id, record: eventId ? { ...r, source: { tenant: "t1", handler: "h", eventId } } : r, previousUnsent };
 }
 
 function queue(options: { maxRows?: number; leaseMs?: number } = {}) {
@@ -136,5 +137,22 @@ describe("HandoffQueue", () => {
     expect(ids(q.claim(10)!.rows)).toEqual([]);
     q.take([row(6, "b", null)], 0);
     expect(ids(q.claim(10)!.rows)).toEqual([6]);
+  });
+
+  it("holds an event's rows from their handoff until their claim is settled or they are released", async () => {
+    const { q } = queue();
+    expect(q.holds("h", "t1", "e1")).toBe(false);
+    q.take([row(1, null, null, "e1"), row(2, null, null, "e1"), row(3, null, null, "e2")], 0);
+    expect(q.holds("h", "t1", "e1")).toBe(true);
+    expect(q.holds("h", "t2", "e1")).toBe(false);
+    expect(q.holds("other", "t1", "e1")).toBe(false);
+    const claim = q.claim(10)!;
+    expect(q.holds("h", "t1", "e1")).toBe(true);
+    await claim.settle({ sent: [1, 2, 3], failed: [] });
+    expect(q.holds("h", "t1", "e1")).toBe(false);
+    expect(q.holds("h", "t1", "e2")).toBe(false);
+    q.take([row(4, null, null, "e3")], 0);
+    await q.release();
+    expect(q.holds("h", "t1", "e3")).toBe(false);
   });
 });

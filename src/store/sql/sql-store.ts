@@ -131,8 +131,11 @@ export class SqlStore<Handle> implements Store<Handle> {
   }
 
   async resendOutbox(handler: string, keys: readonly EventKey[]): Promise<number> {
-    if (!this.sql.outbox || keys.length === 0) return 0;
-    const due = await this.sql.outbox.resend(this.sql.driver, handler, keys);
+    const handoff = this.outboxSignal.handoff;
+    // Rows the relay of this process holds in memory are being published already.
+    const waiting = handoff ? keys.filter((k) => !handoff.holds(handler, k.tenant, k.eventId)) : keys;
+    if (!this.sql.outbox || waiting.length === 0) return 0;
+    const due = await this.sql.outbox.resend(this.sql.driver, handler, waiting);
     if (due > 0) this.outboxSignal.notify();
     return due;
   }
