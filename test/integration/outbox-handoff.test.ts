@@ -92,33 +92,42 @@ describe.each(HANDOFF_DATABASES)("outbox rows handed to the relay in memory on %
     expect(claimed).toEqual([]);
   });
 
-  it("a duplicate of an event whose rows are still in memory does not send them a second time through a claim", async () => {
+  it("a duplicate of an event whose rows are still in memory does not make them due for another relay's claim", async () => {
     let release!: () => void;
     const held = new Promise<void>((resolve) => { release = resolve; });
     let holding = 0;
     const { claimed } = await relay({
+      // Published, its confirm not looked at yet: the relay goes on claiming meanwhile.
       hook: async (point) => {
-        if (point !== "before-publish" || holding++ > 0) return;
+        if (point !== "after-publish" || holding++ > 0) return;
         await held;
       },
     });
+    // Another process's relay, which claims whatever is due.
+    const other = await db.open();
+    cleanups.push(() => other.close());
+    const otherRelay = new OutboxRelay({ url: amqpUrl, store: other, logger: silentLogger, pollIntervalMs: 100, publishTimeoutMs: 1000, cleanupIntervalMs: 0 });
+    await otherRelay.start();
+    cleanups.push(() => otherRelay.stop());
     const upstream = new InboxPipeline<Record<string, unknown>, unknown>({
       store, logger: silentLogger,
       handler: { name: "payments", async handle(event, ctx) { await ctx.publish(exchange, "", { key: "p", seq: event.seq }, { orderingKey: "p" }); } },
     });
     const event = { tenant: "t1", event_id: "pay-1", seq: 0 };
     expect((await upstream.process([incomingMessage(event)])).map((o) => o.kind)).toEqual(["applied"]);
-    await eventually(() => (holding > 0 ? true : undefined), "the relay to take the row from memory");
+    await eventually(() => (holding > 0 ? true : undefined), "the relay to publish the row from memory");
     // The producer retries: the duplicate finds the row unsent, but this process holds it.
     expect((await upstream.process([incomingMessage(event)])).map((o) => o.kind)).toEqual(["duplicate"]);
-    await new Promise((resolve) => setTimeout(resolve, 500)); // several polls of the relay
+    await new Promise((resolve) => setTimeout(resolve, 500)); // several polls of the other relay
     expect(claimed).toEqual([]);
+    expect(otherRelay.counts.published).toBe(0);
     release();
     await tap.waitForCount(1);
     await eventually(async () => ((await db.rows()).every((r) => r.sent) ? true : undefined), "the row marked sent");
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(tap.messages).toHaveLength(1);
     expect(claimed).toEqual([]);
+    expect(otherRelay.counts.published).toBe(0);
   });
 
   it("a key with an earlier row waiting in the database (a retry) is not overtaken: its new rows follow through the claims", async () => {
