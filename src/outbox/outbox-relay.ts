@@ -16,14 +16,14 @@ import { OutboxNotifications } from "./outbox-notifications.js";
 import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
 import { ClaimPipeline, type ClaimsOut } from "./claim-pipeline.js";
-import { HandoffQueue } from "./handoff-queue.js";
+import { RelayClaims } from "./relay-claims.js";
+import { cleanupSentRows } from "./sent-rows-cleanup.js";
 import { type ClaimOutcome, PublishedClaim } from "./published-claim.js";
 import { RelaySession } from "./relay-session.js";
 import { Wakeup } from "./wakeup.js";
 
 export type { OutboxRelayOptions, RelayFaultPoint, RelayHook, RelayRound } from "./outbox-relay-options.js";
 export type { RelayHealth } from "../observability/health.js";
-
 /** Failed attempts after which a row's failures are logged at error level: it needs a person. */
 const ATTEMPTS_BEFORE_ALARM = 10;
 /**
@@ -31,18 +31,14 @@ const ATTEMPTS_BEFORE_ALARM = 10;
  * stays down) are written once, then once per this interval with their count.
  */
 export const RELAY_LOG_REPEAT_INTERVAL_MS = 60_000;
-/** Pause between cleanup statements, so a large purge never monopolizes the database. */
-const CLEANUP_PAUSE_MS = 20;
 
 /**
- * Publishes pending outbox rows: claims a batch (PostgreSQL `FOR UPDATE SKIP LOCKED`,
- * SQLite a lease), publishes each row persistent with its message id, `mandatory` and a
- * publisher confirm within a timeout, and marks rows sent only after their confirm. A relay that
- * dies between a confirm and the mark publishes nothing twice concurrently; its rows are
- * published again later with the same message id, which downstream consumers dedup.
- * Rows sharing an ordering key go out in order on one channel, a key's rows of one route back
- * to back, and none is marked sent after a failed one (published-claim.ts). Where the store
- * allows it, the next claim is taken while the previous one's confirms come in
+ * Publishes outbox rows: those its own process committed, handed over in memory, and otherwise
+ * claimed batches (relay-claims.ts). Each row goes out persistent with its message id,
+ * `mandatory` and a publisher confirm within a timeout, and is marked sent only after its
+ * confirm; a relay that dies before the mark leaves it to be published again, same message id.
+ * A key's rows go out in order on one channel, none marked sent after a failed one
+ * (published-claim.ts), while the next batch goes out during the previous one's confirms
  * (claim-pipeline.ts). Several relays may run at once.
  */
 export class OutboxRelay {
@@ -70,16 +66,8 @@ export class OutboxRelay {
   private readonly backlog: RateLimitedSample<OutboxBacklog> | undefined;
   private lastPublishAt: Date | null = null;
   private readonly pipeline: ClaimPipeline;
-  /** Rows committed in this process, handed over in memory; undefined when the store cannot. */
-  private readonly handoff: HandoffQueue | undefined;
-  private detachHandoff: (() => void) | undefined;
-  /**
-   * Whether the next claim asks the database. With a handoff, rows written in this process
-   * never need it: only a wake-up (a write of due rows, rows made due again, a notification)
-   * or the poll interval, for rows of other processes and retries that came due.
-   */
-  private claimDue = true;
-  private lastDatabaseClaimAt = 0;
+  /** Where the next rows come from: memory (rows this process committed) or a claim. */
+  private readonly claims: RelayClaims;
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
@@ -104,19 +92,12 @@ export class OutboxRelay {
     this.backlog = hasOperations(store) ? new RateLimitedSample(() => store.operations().outboxBacklog(), options.metrics?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS) : undefined;
     this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) });
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
-    const settleHandedOff = store.settleHandedOff?.bind(store);
-    this.handoff = settleHandedOff && options.handoff !== false
-      ? new HandoffQueue({
-        leaseMs: this.leaseMs, maxRows: 20 * this.batchSize, wake: () => this.work.wake(),
-        settle: async (settlement) => {
-          await settleHandedOff(settlement);
-          // Rows given back to the claims: this relay claims them too.
-          if (settlement.due.length > 0 || settlement.failed.length > 0) this.claimDue = true;
-        },
-      })
-      : undefined;
+    this.claims = new RelayClaims({
+      store, relayName: this.name, batchSize: this.batchSize, leaseMs: this.leaseMs, pollIntervalMs: this.pollIntervalMs,
+      handoff: options.handoff ?? true, hook: options.hook, logger: this.logger, wake: () => this.work.wake(),
+    });
     this.pipeline = new ClaimPipeline({
-      claim: (holding) => this.nextClaim(holding),
+      claim: (holding) => this.claims.next(holding),
       publish: (claim, out) => this.publishClaim(claim, out),
       settle: async (claim, brokenBefore) => {
         const { round, broken } = await this.settle(claim, brokenBefore);
@@ -125,7 +106,7 @@ export class OutboxRelay {
     }, options.store.overlappingClaims === true);
     this.notifications = new OutboxNotifications({
       store: this.store, relayName: this.name, logger: this.logger, backoff: reconnectPolicy(options),
-      wake: () => this.wakeForClaim(), stopRequested: this.stopRequested,
+      wake: () => this.claims.wake(), stopRequested: this.stopRequested,
     });
   }
 
@@ -163,61 +144,15 @@ export class OutboxRelay {
 
   private async startUp(): Promise<void> {
     await this.broker.open();
-    this.unsubscribeSignal = this.store.outboxSignal.subscribe(() => this.wakeForClaim());
-    this.attachHandoff();
+    this.unsubscribeSignal = this.store.outboxSignal.subscribe(() => this.claims.wake());
+    this.claims.attach();
     if (this.options.listen ?? true) await this.notifications.start();
     this.loops = Promise.all([this.runPublishing(), this.runCleanup()]).then(() => undefined);
   }
 
   /** Publishes now instead of at the next poll (the store's signal calls this too). */
   wake(): void {
-    this.wakeForClaim();
-  }
-
-  private wakeForClaim(): void {
-    this.claimDue = true;
-    this.work.wake();
-  }
-
-  private attachHandoff(): void {
-    if (!this.handoff || this.detachHandoff) return;
-    this.handoff.accept();
-    this.detachHandoff = this.store.outboxSignal.attach(this.handoff);
-  }
-
-  /** New transactions write due rows again; the rows waiting in memory go back to the claims. */
-  private async detachAndRelease(): Promise<void> {
-    this.detachHandoff?.();
-    this.detachHandoff = undefined;
-    try {
-      await this.handoff?.release();
-    } catch (error) {
-      // Their lease ends by itself: a claim publishes them then.
-      this.logger.warn("could not hand rows back to the outbox claims; they go out when their lease ends", { relay: this.name, error: describeError(error) });
-    }
-  }
-
-  /** Rows handed over in memory first; the database when something may wait there. */
-  private async nextClaim(holding: ReadonlyMap<string, number> | undefined): Promise<OutboxClaim | null> {
-    let claim = this.handoff?.claim(this.batchSize) ?? null;
-    if (!claim) {
-      if (this.handoff && !this.claimDue && Date.now() - this.lastDatabaseClaimAt < this.pollIntervalMs) return null;
-      this.claimDue = false;
-      this.lastDatabaseClaimAt = Date.now();
-      claim = await this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs, ...(holding ? { holding } : {}) });
-      // A claim that found rows may have left more behind.
-      if (claim) this.claimDue = true;
-    }
-    if (claim && claim.rows.length > 0 && this.options.hook) {
-      try {
-        await this.options.hook("before-publish", claim.rows);
-      } catch (error) {
-        // Nothing was published: end the claim, its rows stay pending (or go back to the claims).
-        await claim.settle({ sent: [], failed: [] }).catch(() => undefined);
-        throw error;
-      }
-    }
-    return claim;
+    this.claims.wake();
   }
 
   /**
@@ -232,9 +167,8 @@ export class OutboxRelay {
 
   private async shutdown(): Promise<void> {
     this.state = "stopping";
-    // Transactions that commit from now on write due rows, for the drain or the next relay.
-    this.detachHandoff?.();
-    this.detachHandoff = undefined;
+    // Transactions that start from now on write due rows, for the drain or the next relay.
+    this.claims.detach();
     this.requestStop();
     this.broker.stopReconnecting();
     this.work.wake();
@@ -254,25 +188,17 @@ export class OutboxRelay {
    * Deletes sent rows older than `sentRetentionMs`, `cleanupBatchSize` at a time with a short
    * pause between statements; returns how many. Runs every `cleanupIntervalMs` by itself.
    */
-  async cleanup(): Promise<number> {
-    const retention = this.options.sentRetentionMs ?? 24 * 3600_000;
-    const batch = positive("cleanupBatchSize", this.options.cleanupBatchSize ?? 500);
-    const before = new Date(Date.now() - retention);
-    let total = 0;
-    for (;;) {
-      const deleted = await this.store.cleanupOutbox(before, batch);
-      total += deleted;
-      if (deleted < batch || this.state === "stopping") break;
-      await sleep(CLEANUP_PAUSE_MS, this.stopRequested);
-    }
-    if (total > 0) this.logger.info("outbox cleanup deleted sent rows", { relay: this.name, deleted: total, sentBefore: before.toISOString() });
-    return total;
+  cleanup(): Promise<number> {
+    return cleanupSentRows({
+      store: this.store, relayName: this.name, retentionMs: this.options.sentRetentionMs ?? 24 * 3600_000,
+      batchSize: positive("cleanupBatchSize", this.options.cleanupBatchSize ?? 500), logger: this.logger,
+      stopRequested: this.stopRequested, stopping: () => this.state === "stopping",
+    });
   }
 
   /**
-   * One claim -> publish -> mark round. Public for tests and tools; the relay's loop runs the
-   * same steps, with the next claim taken while a round's confirms are on their way.
-   * Needs a live broker session (returns an empty round without one).
+   * One claim -> publish -> mark round of the database's due rows, for tests and tools (needs a
+   * live broker session; returns an empty round without one). The loop overlaps these steps.
    */
   async runOnce(): Promise<RelayRound> {
     if (!this.broker.isOpen) return { claimed: 0, sent: 0, failed: 0 };
@@ -361,10 +287,9 @@ export class OutboxRelay {
         if (!this.broker.isOpen) {
           await this.pipeline.settleAll();
           // Nothing can go out from memory now: the rows wait in the database, due, for whoever connects first.
-          await this.detachAndRelease();
+          await this.claims.release();
           await this.broker.whenOpen(this.stopRequested);
-          if (this.state === "running") this.attachHandoff();
-          this.claimDue = true;
+          if (this.state === "running") this.claims.attach();
           continue;
         }
         const sent = await this.pipeline.step();
@@ -381,7 +306,7 @@ export class OutboxRelay {
     }
     await this.pipeline.settleAll().catch(() => undefined);
     await this.drain();
-    await this.detachAndRelease();
+    await this.claims.release();
   }
 
   /** From the poll interval, doubling up to 32 times it, and never past 30 s. */
@@ -393,7 +318,7 @@ export class OutboxRelay {
     const deadline = Date.now() + (this.options.drainTimeoutMs ?? 5000);
     while (Date.now() < deadline && this.broker.isOpen) {
       try {
-        const handedOff = this.handoff?.claim(this.batchSize);
+        const handedOff = this.claims.fromMemory();
         const round = handedOff ? (await this.settle(this.publishClaim(handedOff, undefined), new Set())).round : await this.runOnce();
         if (round.sent === 0 && !handedOff) return;
       } catch (error) {
