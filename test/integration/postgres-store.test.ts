@@ -1,10 +1,11 @@
 /** PostgreSQL-specific behaviour of the store that the shared conformance suite cannot express. */
-import pg from "pg";
+import type pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { InboxPipeline, type InboxHandler, type Outcome, silentLogger } from "../../src/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { createPgSchema, openPostgresStore } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
+import { type SentQuery, recordingPgPool } from "../support/recording-pg-pool.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -45,28 +46,10 @@ describe("PostgresStore", () => {
   });
 });
 
-/** A store on a pool whose clients record every SQL text they are sent. */
-async function recordingStore(): Promise<{ store: PostgresStore; sent: string[]; pool: pg.Pool }> {
+/** A store on a pool whose clients record every query they are sent: text, statement name and parameters. */
+async function recordingStore(poolSize = 4): Promise<{ store: PostgresStore; sent: SentQuery[]; pool: pg.Pool }> {
   const schema = await createPgSchema();
-  const pool = new pg.Pool({ connectionString: schema.url, max: 4 });
-  const sent: string[] = [];
-  // Only the store's promise-style checkouts are recorded; pool.query (callback style) is not.
-  const connect = pool.connect.bind(pool) as (...args: unknown[]) => Promise<pg.PoolClient> | undefined;
-  (pool as unknown as { connect: (...args: unknown[]) => unknown }).connect = async (...args: unknown[]) => {
-    if (args.length > 0) return connect(...args);
-    const client = (await connect())!;
-    const recorded = client as pg.PoolClient & { recording?: boolean };
-    if (!recorded.recording) {
-      recorded.recording = true;
-      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-        const first = args[0] as string | { text: string };
-        sent.push(typeof first === "string" ? first : first.text);
-        return query(...args);
-      };
-    }
-    return client;
-  };
+  const { pool, sent } = recordingPgPool(schema.url, poolSize);
   const store = new PostgresStore({ pool });
   cleanups.push(() => schema.drop(), () => pool.end());
   await store.migrate();
@@ -88,9 +71,10 @@ async function effectsOf(pool: pg.Pool): Promise<string[]> {
 
 const kinds = (outcomes: Outcome[]) => outcomes.map((o) => (o.kind === "quarantined" ? `quarantined:${o.reason}` : o.kind));
 
-describe("PostgresStore strict claim: BEGIN; EXECUTE once the client has prepared it", () => {
-  it("prepares the claim on a client's first transaction, then sends BEGIN; EXECUTE; new, duplicate and conflict settle as before", async () => {
-    const { store, sent, pool } = await recordingStore();
+describe("PostgresStore strict claim: a named statement, its ids as parameters", () => {
+  it("prepares the claim once per pooled client, then binds each transaction's ids after an answered BEGIN; new, duplicate and conflict settle as before", async () => {
+    // One client, so that every transaction runs on the session that prepared the claim.
+    const { store, sent, pool } = await recordingStore(1);
     const pipeline = new InboxPipeline({ store, handler: effectsHandler, logger: silentLogger });
     const one = async (body: Record<string, unknown>) => kinds(await pipeline.process([incomingMessage(body)]));
     expect(await one({ tenant: "t1", event_id: "a" })).toEqual(["applied"]);
@@ -100,25 +84,28 @@ describe("PostgresStore strict claim: BEGIN; EXECUTE once the client has prepare
     expect(await one({ tenant: "t1", event_id: "it's" })).toEqual(["applied"]);
     expect(await effectsOf(pool)).toEqual(["a", "b", "it's"]);
     expect(await store.countInbox("fast")).toBe(3);
-    const claims = sent.filter((text) => text.startsWith("INSERT INTO rabbit_inbox_dedup") || text.includes("EXECUTE"));
-    // The pool hands the same idle client back: its first transaction prepares the statement.
-    expect(claims[0]).toMatch(/^INSERT INTO/);
-    expect(claims.slice(1).every((text) => /^BEGIN;EXECUTE "ri_claim_one"\('fast', 't1', '[^']*(''s)?'/.test(text))).toBe(true);
-    expect(claims).toHaveLength(5);
+    const claims = sent.flatMap((s, i) => (s.text.startsWith("INSERT INTO rabbit_inbox_dedup") ? [{ ...s, before: sent[i - 1]?.text }] : []));
+    expect(claims.map((c) => [c.name, c.before, c.values.slice(0, 3)])).toEqual(["a", "b", "a", "b", "it's"].map((id) => ["ri_claim_one", "BEGIN", ["fast", "t1", id]]));
+    expect(sent.filter((s) => s.text.startsWith("BEGIN"))).toEqual(Array.from({ length: 5 }, () => ({ text: "BEGIN", name: undefined, values: [] })));
+    // Prepared by the server once, on the one session (a protocol-level statement, not SQL PREPARE).
+    const prepared = await store.transaction(async (tx) => (await tx.handle.query("SELECT name, from_sql FROM pg_prepared_statements WHERE name = 'ri_claim_one'")).rows);
+    expect(prepared).toEqual([{ name: "ri_claim_one", from_sql: false }]);
   });
 });
 
 describe("PostgresStore batch claim: plain INSERT in a savepoint, ON CONFLICT after a unique violation", () => {
-  it("claims a batch of new keys with one plain INSERT, sent with BEGIN and the savepoint in one query", async () => {
+  it("claims a batch of new keys with one plain INSERT in a savepoint, the keys as array parameters", async () => {
     const { store, sent, pool } = await recordingStore();
     const pipeline = new InboxPipeline({ store, handler: effectsHandler, logger: silentLogger });
     const outcomes = await pipeline.process(["a", "b", "c"].map((id) => incomingMessage({ tenant: "t1", event_id: id })));
     expect(kinds(outcomes)).toEqual(["applied", "applied", "applied"]);
     expect(await effectsOf(pool)).toEqual(["a", "b", "c"]);
-    const claims = sent.filter((text) => text.includes("rabbit_inbox_dedup"));
+    expect(sent.slice(0, 3).map((s) => s.text.split("\n")[0])).toEqual(["BEGIN", "SAVEPOINT rabbit_inbox_claim", "INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)"]);
+    const claims = sent.filter((s) => s.text.includes("rabbit_inbox_dedup"));
     expect(claims).toHaveLength(1);
-    expect(claims[0]).toMatch(/^BEGIN;SAVEPOINT rabbit_inbox_claim;INSERT INTO/);
-    expect(claims[0]).not.toContain("ON CONFLICT");
+    expect(claims[0]!.text).not.toContain("ON CONFLICT");
+    expect(claims[0]!.name).toBe("ri_claim_all");
+    expect(claims[0]!.values.slice(0, 3)).toEqual(["fast", ["t1", "t1", "t1"], ["a", "b", "c"]]);
     expect(await store.countInbox("fast")).toBe(3);
   });
 
@@ -135,8 +122,8 @@ describe("PostgresStore batch claim: plain INSERT in a savepoint, ON CONFLICT af
     ]);
     expect(kinds(outcomes)).toEqual(["applied", "duplicate", "quarantined:conflict", "applied"]);
     expect(await effectsOf(pool)).toEqual(["clash", "dup", "new-1", "new-2"]);
-    expect(sent.some((text) => text.startsWith("ROLLBACK TO SAVEPOINT rabbit_inbox_claim"))).toBe(true);
-    expect(sent.some((text) => text.includes("ON CONFLICT DO NOTHING"))).toBe(true);
+    expect(sent.some((s) => s.text.startsWith("ROLLBACK TO SAVEPOINT rabbit_inbox_claim"))).toBe(true);
+    expect(sent.some((s) => s.text.includes("ON CONFLICT DO NOTHING"))).toBe(true);
     expect(await store.countInbox("fast")).toBe(4);
   });
 
@@ -155,7 +142,7 @@ describe("PostgresStore batch claim: plain INSERT in a savepoint, ON CONFLICT af
         await holder.query("INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint) VALUES ('t1', 'fast', 'held', $1)", [rows[0]!.fingerprint]);
         const running = pipeline.process([incomingMessage({ tenant: "t1", event_id: "held" }), incomingMessage({ tenant: "t1", event_id: "other" })]);
         // The batch's INSERT is now waiting on the held key.
-        await waitFor(async () => (await pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%SAVEPOINT rabbit_inbox_claim%'")).rows[0]!.n === 1);
+        await waitFor(async () => (await pool.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO rabbit_inbox_dedup%'")).rows[0]!.n === 1);
         await holder.query(ending === "commit" ? "COMMIT" : "ROLLBACK");
         const outcomes = await running;
         expect(kinds(outcomes)).toEqual(ending === "commit" ? ["duplicate", "applied"] : ["applied", "applied"]);

@@ -20,8 +20,47 @@ describe("toPositional", () => {
   });
 
   it("refuses a placeholder without a value", () => {
-    expect(() => toPositional("SELECT $2", ["only one"])).toThrow(RangeError);
-    expect(() => toPositional("SELECT $0", [])).toThrow(RangeError);
+    expect(() => toPositional("SELECT $2", ["only one"])).toThrow(InboxConfigError);
+    expect(() => toPositional("SELECT $0", [])).toThrow(/placeholder \$0 has no value/);
+  });
+
+  /** The statement's texts put back together around `<n>` marks: where it was cut, and with what. */
+  const cut = (text: string, values: unknown[]) => {
+    const positional = toPositional(text, values);
+    return positional.texts.map((part, i) => (i === 0 ? part : `<${String(positional.values[i - 1])}>${part}`)).join("");
+  };
+
+  it("leaves $n in a double-quoted identifier as it is (a schema named tenant$1), doubled quotes included", () => {
+    expect(cut('INSERT INTO "tenant$1".t (a, b) VALUES ($1, $2)', ["v", "w"])).toBe('INSERT INTO "tenant$1".t (a, b) VALUES (<v>, <w>)');
+    expect(cut('SELECT "a""$1""" , $1', ["v"])).toBe('SELECT "a""$1""" , <v>');
+  });
+
+  it("leaves $n in a string literal as it is: doubled quotes, and backslash escapes only in E'' strings", () => {
+    expect(cut("SELECT '$1', 'it''s $2', $2", ["x", "y"])).toBe("SELECT '$1', 'it''s $2', <y>");
+    expect(cut("SELECT E'\\'$1', $1", ["v"])).toBe("SELECT E'\\'$1', <v>");
+    // Without E a backslash is an ordinary character: the literal ends at the quote after it.
+    expect(cut("SELECT '\\', $1", ["v"])).toBe("SELECT '\\', <v>");
+  });
+
+  it("leaves $n in a dollar-quoted body as it is, tagged or not", () => {
+    expect(cut("SELECT $$ $1 $$, $body$ $2 ' $body$, $1", ["v", "w"])).toBe("SELECT $$ $1 $$, $body$ $2 ' $body$, <v>");
+  });
+
+  it("leaves $n in comments as it is, nested block comments included", () => {
+    expect(cut("SELECT $1 -- not $2\n, $2 /* nor $1 /* nested $2 */ $1 */", ["v", "w"])).toBe("SELECT <v> -- not $2\n, <w> /* nor $1 /* nested $2 */ $1 */");
+  });
+
+  it("leaves $n inside an unquoted identifier as it is, and reads $10 as one placeholder", () => {
+    expect(cut("SELECT inbox$2.col, $1", ["v"])).toBe("SELECT inbox$2.col, <v>");
+    const ten = Array.from({ length: 10 }, (_, i) => `v${i + 1}`);
+    expect(cut("SELECT $1::text[], $10", ten)).toBe("SELECT <v1>::text[], <v10>");
+  });
+
+  it("refuses a statement it cannot read (an unterminated quote or comment) rather than guess where its placeholders are", () => {
+    for (const text of ["SELECT 'open $1", 'SELECT "open $1', "SELECT $tag$ open $1", "SELECT /* open $1"]) {
+      expect(() => toPositional(text, ["v"]), text).toThrow(InboxConfigError);
+      expect(() => toPositional(text, ["v"]), text).toThrow(/cannot be read/);
+    }
   });
 });
 

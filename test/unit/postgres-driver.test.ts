@@ -51,18 +51,42 @@ describe("PostgresDriver (the store's own pool)", () => {
     expect(client.listenerCount("error")).toBe(0);
   });
 
-  it("a transaction that sent nothing sends neither BEGIN nor COMMIT, and gives the client back whole", async () => {
+  it("BEGIN is answered before the work runs; COMMIT ends it, and the client goes back whole", async () => {
     const client = new FakeClient(() => Promise.resolve({ rows: [], rowCount: 0 }));
-    expect(await storeOver(client).transaction(() => Promise.resolve("done"))).toBe("done");
-    expect(client.sent).toEqual([]);
+    const result = await storeOver(client).transaction(() => {
+      expect(client.sent).toEqual(["BEGIN"]);
+      return Promise.resolve("done");
+    });
+    expect(result).toBe("done");
+    expect(client.sent).toEqual(["BEGIN", "COMMIT"]);
     expect(client.released).toEqual([false]);
     expect(client.listenerCount("error")).toBe(0);
+  });
+
+  it("a BEGIN the server refuses (a cancel) runs no work: the handler's statement is never sent, so it cannot commit on its own", async () => {
+    let answerBegin!: (error: Error) => void;
+    const client = new FakeClient((text) => (text === "BEGIN"
+      ? new Promise((_resolve, reject) => { answerBegin = reject; })
+      : Promise.resolve({ rows: [], rowCount: 1 })));
+    let ran = false;
+    const running = storeOver(client).transaction(async (tx) => {
+      ran = true;
+      await tx.handle.query("INSERT INTO effects VALUES ('x')");
+    }).then(() => null, (error: unknown) => error);
+    // node-postgres would send whatever is queued once BEGIN is answered, even by an error.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(client.sent).toEqual(["BEGIN"]);
+    answerBegin(Object.assign(new Error("canceling statement due to user request"), { code: "57014" }));
+    expect(await running).toBeInstanceOf(TransientStoreError);
+    expect(ran).toBe(false);
+    expect(client.sent.filter((text) => text !== "BEGIN" && text !== "ROLLBACK")).toEqual([]);
+    expect(client.released).toEqual([false]);
   });
 
   it("a COMMIT answered by ROLLBACK is a TransientStoreError: nothing is reported committed, no ROLLBACK follows", async () => {
     const client = new FakeClient((text) => Promise.resolve(
       text === "COMMIT" ? { command: "ROLLBACK", rows: [], rowCount: null }
-        : text.startsWith("BEGIN;") ? [{ rows: [], rowCount: null }, { rows: [{ n: 0 }], rowCount: 1 }] : { rows: [], rowCount: 0 },
+        : text.includes("redeliveries") ? { rows: [{ redeliveries: 0 }], rowCount: 1 } : { rows: [], rowCount: 0 },
     ));
     const failed = await storeOver(client).transaction((tx) => tx.countRedelivery!("h", { tenant: "t", eventId: "e" }))
       .then(() => null, (error: unknown) => error);
@@ -75,7 +99,7 @@ describe("PostgresDriver (the store's own pool)", () => {
 
   it("a session lost between a transaction's statements is logged once, fails the transaction and destroys the client", async () => {
     const client = new FakeClient((text) => Promise.resolve(
-      text.startsWith("BEGIN;") ? [{ rows: [], rowCount: null }, { rows: [{ redeliveries: 1 }], rowCount: 1 }] : { rows: [], rowCount: 0 },
+      text.includes("redeliveries") ? { rows: [{ redeliveries: 1 }], rowCount: 1 } : { rows: [], rowCount: 0 },
     ));
     const lines: LogLine[] = [];
     const failed = await storeOver(client, lines).transaction(async (tx) => {

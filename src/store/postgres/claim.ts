@@ -6,9 +6,9 @@ import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query
 import { statementTag } from "./prepared-statements.js";
 
 /**
- * A session that can run a statement inside a fresh savepoint in one round trip: what a batch
- * claim's fast path needs (see insertBatch). A statement that fails leaves the transaction usable
- * through `ROLLBACK TO SAVEPOINT <name>`.
+ * A session that can run a statement inside a fresh savepoint: what a batch claim's fast path
+ * needs (see insertBatch). A statement that fails leaves the transaction usable through
+ * `ROLLBACK TO SAVEPOINT <name>`.
  */
 export interface SavepointSession {
   queryInSavepoint(savepoint: string, statement: SqlStatement): Promise<SqlResult>;

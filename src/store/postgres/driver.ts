@@ -3,7 +3,6 @@ import { PooledDriver } from "../sql/pooled-driver.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
 import { type PgCheckout, type PgClient, type PgPool, checkOut, pgStatement, sqlResult } from "./pg-client.js";
-import { PreparedStatements } from "./prepared-statements.js";
 import { PostgresSession } from "./session.js";
 
 /** The slice of node-postgres the store uses (`pg.Pool` and `pg.PoolClient` fit it), as users import it. */
@@ -11,14 +10,11 @@ export type { PgClient, PgPool, PgQueryResult } from "./pg-client.js";
 
 /**
  * The store's own pool: one client per transaction under READ COMMITTED, its session
- * (PostgresSession) sending BEGIN with the first statement. A concurrent insert of the same key
+ * (PostgresSession) sending every value as a parameter. A concurrent insert of the same key
  * waits for the other transaction, then sees its row or inserts (it rolled back): the primary
  * key is the backstop, never a prior SELECT.
  */
 export class PostgresDriver<C extends PgClient> extends PooledDriver<PgCheckout<C>, C> {
-  /** Lets a transaction's first statement go as `BEGIN; EXECUTE` once its client prepared it. */
-  private readonly preparedStatements = new PreparedStatements();
-
   constructor(private readonly pool: PgPool<C>, private readonly ownsPool: boolean, private readonly logger: Logger) {
     super();
   }
@@ -32,7 +28,7 @@ export class PostgresDriver<C extends PgClient> extends PooledDriver<PgCheckout<
   }
 
   protected startSession(checkout: PgCheckout<C>): PostgresSession<C> {
-    return new PostgresSession(checkout, this.preparedStatements, this.logger);
+    return new PostgresSession(checkout, this.logger);
   }
 
   protected autocommit(checkout: PgCheckout<C>): SqlQuery {

@@ -3,47 +3,51 @@ import type { Logger } from "../../core/logger.js";
 import type { PooledSession } from "../sql/pooled-driver.js";
 import type { SqlQuery, SqlResult, SqlStatement } from "../sql/sql-query.js";
 import type { SavepointSession } from "./claim.js";
-import { DeferredBegin } from "./deferred-begin.js";
-import { type PgCheckout, type PgClient, sqlResult } from "./pg-client.js";
-import type { PreparedStatements } from "./prepared-statements.js";
+import { type PgCheckout, type PgClient, pgStatement, sqlResult } from "./pg-client.js";
 
 /**
- * One transaction on a pooled pg client, BEGIN travelling with its first statement (see
- * DeferredBegin). A session terminated between statements (the client's 'error', heard by its
- * checkout) marks the client broken, and is logged.
+ * One transaction on a pooled pg client. Every value travels as a parameter of the extended
+ * protocol, never in the SQL text; the inbox's named statements are parsed once per pooled client
+ * (node-postgres keeps track) and only bound and executed after that.
+ *
+ * BEGIN is answered before anything else is sent. node-postgres sends a queued query once the
+ * previous one is answered, failed or not, and its pipelining mode ends every query with its own
+ * Sync: either way a statement sent behind a BEGIN that failed would run, and commit, on its own.
+ *
+ * A session terminated between statements (the client's 'error', heard by its checkout) marks
+ * the client broken, and is logged.
  */
 export class PostgresSession<C extends PgClient> implements PooledSession<C>, SavepointSession {
-  private readonly deferred: DeferredBegin<C>;
+  private started = false;
   readonly query: SqlQuery;
 
-  constructor(private readonly checkout: PgCheckout<C>, statements: PreparedStatements, logger: Logger) {
-    this.deferred = new DeferredBegin(checkout.client, statements);
-    this.query = async (statement) => sqlResult(await this.deferred.query(statement));
+  constructor(private readonly checkout: PgCheckout<C>, logger: Logger) {
+    this.query = async (statement) => sqlResult(await checkout.client.query(pgStatement(statement)));
     checkout.onLost = (error) => logger.warn("PostgreSQL session lost during a transaction", { error: error.message });
   }
 
-  /** The client for the handler: BEGIN is queued before anything it sends. */
+  /** The client for the handler, inside the transaction BEGIN opened. */
   get handle(): C {
-    return this.deferred.handle;
+    return this.checkout.client;
   }
 
   get broken(): boolean {
     return this.checkout.lost;
   }
 
-  async queryInSavepoint(savepoint: string, statement: SqlStatement): Promise<SqlResult> {
-    return sqlResult(await this.deferred.queryInSavepoint(savepoint, statement));
+  async begin(): Promise<void> {
+    // Set before it is sent: a BEGIN whose answer never came may still have opened the transaction.
+    this.started = true;
+    await this.checkout.client.query("BEGIN");
   }
 
-  /** Nothing: BEGIN goes with the first statement, if there is one. */
-  begin(): Promise<void> {
-    return Promise.resolve();
+  /** `savepoint` is the library's own name, never a message's. */
+  async queryInSavepoint(savepoint: string, statement: SqlStatement): Promise<SqlResult> {
+    await this.checkout.client.query(`SAVEPOINT ${savepoint}`);
+    return this.query(statement);
   }
 
   async commit(): Promise<void> {
-    // Nothing was sent: there is nothing to commit.
-    if (!this.deferred.started) return;
-    await this.deferred.settled();
     const committed = await this.checkout.client.query("COMMIT");
     // PostgreSQL answers COMMIT of an aborted transaction (a handler caught an SQL error and
     // carried on) with ROLLBACK, not an error: nothing was written, so this must not ack.
@@ -54,7 +58,7 @@ export class PostgresSession<C extends PgClient> implements PooledSession<C>, Sa
 
   /** After a failed COMMIT the transaction is over either way; before, only a started one needs it. */
   async rollback(afterCommit: boolean): Promise<boolean> {
-    if (afterCommit || !this.deferred.started) return true;
+    if (afterCommit || !this.started) return true;
     try {
       await this.checkout.client.query("ROLLBACK");
       return true;
