@@ -129,6 +129,6 @@ function consoleController(route: string, mount: RabbitInboxConsoleMount): new (
   Inject(ConsoleHost)(RabbitInboxConsoleController, undefined, 0);
   Req()(prototype, "serve", 0);
   Res()(prototype, "serve", 1);
-  All(["", "*path"])(prototype, "serve", Object.getOwnPropertyDescriptor(prototype, "serve")!);
+  All(["", "*"])(prototype, "serve", Object.getOwnPropertyDescriptor(prototype, "serve")!);
   return RabbitInboxConsoleController;
 }
