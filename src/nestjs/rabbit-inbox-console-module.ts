@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { Readable } from "node:stream";
 import {
-  All, type CanActivate, Controller, type DynamicModule, Inject, Module, type ModuleMetadata, type OnApplicationShutdown, type Provider, Req, Res, UseGuards,
+  All, type CanActivate, Controller, type DynamicModule, type FactoryProvider, Inject, Module, type ModuleMetadata, type OnApplicationShutdown, type Provider, Req, Res, UseGuards,
 } from "@nestjs/common";
 import { ApplicationConfig } from "@nestjs/core";
 import { type ConsoleHandler, createConsoleHandler } from "../console/console-handler.js";
@@ -29,7 +29,8 @@ export interface RabbitInboxConsoleMount {
 
 export interface RabbitInboxConsoleAsyncOptions extends RabbitInboxConsoleMount, Pick<ModuleMetadata, "imports"> {
   useFactory: (...args: never[]) => RabbitInboxConsoleSettings | Promise<RabbitInboxConsoleSettings>;
-  inject?: Array<string | symbol | (abstract new (...args: never[]) => unknown) | (new (...args: never[]) => unknown)>;
+  /** What `useFactory` gets, in order. */
+  inject?: FactoryProvider["inject"];
 }
 
 const CONSOLE_SETTINGS = Symbol.for("rabbit-inbox:console-settings");

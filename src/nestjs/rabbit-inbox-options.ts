@@ -1,4 +1,4 @@
-import type { ModuleMetadata } from "@nestjs/common";
+import type { FactoryProvider, ModuleMetadata } from "@nestjs/common";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Backpressure } from "../core/backpressure.js";
 import type { PipelineHook } from "../core/hooks.js";
@@ -67,7 +67,7 @@ export interface RabbitInboxModuleAsyncOptions extends Pick<ModuleMetadata, "imp
   /** Builds the options, e.g. from ConfigService and a DataSource. */
   useFactory: (...args: never[]) => RabbitInboxModuleOptions | Promise<RabbitInboxModuleOptions>;
   /** What `useFactory` gets, in order. */
-  inject?: Array<string | symbol | (abstract new (...args: never[]) => unknown) | (new (...args: never[]) => unknown)>;
+  inject?: FactoryProvider["inject"];
   /** Default true. */
   isGlobal?: boolean;
 }
