@@ -85,6 +85,18 @@ describe.each(SERVER_DATABASES)("the Nest ledger on %s", (kind) => {
   });
 });
 
+describe.each(onSelectedDatabases(["postgres" as const]))("the Nest ledger partitioned on a broker without the consistent-hash plugin (%s)", (kind) => {
+  const t = useLedgerTest(kind, { app: "nest", partitions: 2 });
+
+  it("fails its bootstrap, exits 1 naming the plugin, and declares no partition queue", async () => {
+    const error = await t.start({ logLevel: "info" }).then(() => undefined, (e: unknown) => e as Error);
+    expect(error).toBeInstanceOf(Error);
+    expect(error!.message).toMatch(/exited \(code 1\)/);
+    expect(error!.message).toMatch(/rabbitmq-plugins enable rabbitmq_consistent_hash_exchange/);
+    for (const queue of [`${t.queue}.p0`, `${t.queue}.p1`]) await expect(t.broker.queueState(queue)).rejects.toThrow(/NOT_FOUND/);
+  });
+});
+
 describe.each(onSelectedDatabases(["postgres" as const]))("the Nest ledger's /readyz (%s)", (kind) => {
   const t = useLedgerTest(kind, { app: "nest" });
   const proxies: TcpProxy[] = [];
