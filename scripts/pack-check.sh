@@ -37,9 +37,11 @@ echo "pack-check: installing $tarball_name into an empty project"
 installed="$app/node_modules/rabbit-inbox"
 
 # Every subpath in "exports", imported by its public name. The optional peers (pg, mysql2,
-# better-sqlite3, kysely, knex, drizzle-orm, @prisma/client, prom-client) are not installed here: an import
-# must not need them.
-for driver in pg mysql2 better-sqlite3 kysely knex drizzle-orm @prisma/client prom-client; do
+# better-sqlite3, kysely, knex, drizzle-orm, @prisma/client, typeorm, MikroORM, prom-client) are
+# not installed here: an import must not need them. `rabbit-inbox/nestjs` is the one subpath that
+# is Nest itself: here it must fail by naming the missing @nestjs package, and the Nest project
+# below imports it for real.
+for driver in pg mysql2 better-sqlite3 kysely knex drizzle-orm @prisma/client typeorm @mikro-orm/core @nestjs/common @nestjs/core prom-client; do
   [ ! -e "$app/node_modules/$driver" ] || fail "optional peer $driver got installed; the import check would prove nothing"
 done
 cat >"$app/import-all.mjs" <<'JS'
@@ -49,6 +51,16 @@ const subpaths = Object.keys(manifest.exports);
 let failed = 0;
 for (const subpath of subpaths) {
   const specifier = subpath === "." ? "rabbit-inbox" : `rabbit-inbox/${subpath.slice(2)}`;
+  if (subpath === "./nestjs") {
+    const error = await import(specifier).then(() => null, (e) => e);
+    if (error?.code === "ERR_MODULE_NOT_FOUND" && /'@nestjs\/(common|core)'/.test(error.message)) {
+      console.log(`pack-check: import ${specifier} without Nest: refused, naming ${/'(@nestjs\/[a-z]+)'/.exec(error.message)[1]}`);
+    } else {
+      failed++;
+      console.error(`pack-check: import ${specifier} without Nest should fail naming @nestjs/common or @nestjs/core, got: ${error ? error.message : "a module"}`);
+    }
+    continue;
+  }
   try {
     const module = await import(specifier);
     const names = Object.keys(module);
@@ -89,6 +101,164 @@ cat >"$app/tsconfig.json" <<'JSON'
 JSON
 (cd "$app" && node "$repo/node_modules/typescript/bin/tsc" -p tsconfig.json) || fail "type-checking against the installed package"
 echo "pack-check: types resolve for every export"
+
+# A Nest project as `nest new` lays it out (Nest 11's application schematic: CommonJS output,
+# module nodenext, legacy decorators with their metadata, isolatedModules; TypeScript 6 wants
+# rootDir where the schematic had baseUrl), checked with --strict on top, with the tarball and the Nest, TypeORM and driver versions this repository tests with,
+# from the npm registry. Its decorated handler then runs against the real broker and PostgreSQL
+# (PACK_CHECK_AMQP_URL, PACK_CHECK_DATABASE_URL; a schema of its own, dropped after): one event
+# and its redelivered copy apply once, through the compiled CommonJS output requiring this ESM
+# package (Node 20.19+ loads it).
+nest="$scratch/nest-app"
+mkdir -p "$nest/src"
+node - "$repo/package.json" "$nest/package.json" "$tarball" <<'JS'
+const { readFileSync, writeFileSync } = require("node:fs");
+const [manifestPath, out, tarball] = process.argv.slice(2);
+const dev = JSON.parse(readFileSync(manifestPath, "utf8")).devDependencies;
+const pick = (...names) => Object.fromEntries(names.map((n) => {
+  if (!dev[n]) throw new Error(`pack-check: package.json has no devDependency ${n}`);
+  return [n, dev[n]];
+}));
+writeFileSync(out, JSON.stringify({
+  name: "pack-check-nest-app", version: "0.0.1", private: true, license: "UNLICENSED",
+  scripts: { build: "tsc -p tsconfig.json", "start:prod": "node dist/main" },
+  dependencies: {
+    ...pick("@nestjs/common", "@nestjs/core", "@nestjs/platform-express", "@nestjs/terminus", "@nestjs/typeorm", "reflect-metadata", "rxjs", "typeorm", "pg"),
+    "rabbit-inbox": `file:${tarball}`,
+  },
+  devDependencies: pick("@types/node"),
+}, null, 2));
+JS
+cat >"$nest/tsconfig.json" <<'JSON'
+{
+  "compilerOptions": {
+    "module": "nodenext",
+    "moduleResolution": "nodenext",
+    "resolvePackageJsonExports": true,
+    "esModuleInterop": true,
+    "isolatedModules": true,
+    "declaration": true,
+    "removeComments": true,
+    "emitDecoratorMetadata": true,
+    "experimentalDecorators": true,
+    "allowSyntheticDefaultImports": true,
+    "target": "ES2023",
+    "sourceMap": true,
+    "outDir": "./dist",
+    "rootDir": "./src",
+    "skipLibCheck": true,
+    "strictNullChecks": true,
+    "forceConsistentCasingInFileNames": true,
+    "noImplicitAny": true,
+    "strictBindCallApply": true,
+    "noFallthroughCasesInSwitch": true,
+    "strict": true,
+    "types": ["node"]
+  },
+  "include": ["src"]
+}
+JSON
+# The user code of docs/nestjs.md: an entity, a handler, the module.
+cat >"$nest/src/account.entity.ts" <<'TS'
+import { Column, Entity, PrimaryColumn } from "typeorm";
+
+@Entity("accounts")
+export class Account {
+  @PrimaryColumn() id!: string;
+  @Column({ type: "bigint", default: 0 }) cents!: string;
+}
+TS
+cat >"$nest/src/payments.handler.ts" <<'TS'
+import { Injectable } from "@nestjs/common";
+import type { EntityManager } from "typeorm";
+import type { HandlerContext } from "rabbit-inbox";
+import { InboxHandler } from "rabbit-inbox/nestjs";
+import { Account } from "./account.entity";
+
+@Injectable()
+export class PaymentsHandler {
+  @InboxHandler({ queue: process.env.PACK_CHECK_QUEUE ?? "payments.events", handler: "payments" })
+  async credit(event: { account_id: string; amount_cents: number }, { tx }: HandlerContext<EntityManager>): Promise<void> {
+    await tx.increment(Account, { id: event.account_id }, "cents", event.amount_cents);
+  }
+}
+TS
+cat >"$nest/src/app.module.ts" <<'TS'
+import { Module } from "@nestjs/common";
+import { TerminusModule } from "@nestjs/terminus";
+import { TypeOrmModule } from "@nestjs/typeorm";
+import { DataSource } from "typeorm";
+import { RabbitInboxModule } from "rabbit-inbox/nestjs";
+import { typeormStore } from "rabbit-inbox/typeorm";
+import { Account } from "./account.entity";
+import { PaymentsHandler } from "./payments.handler";
+
+@Module({
+  imports: [
+    TypeOrmModule.forRoot({ type: "postgres", url: process.env.DATABASE_URL, entities: [Account], synchronize: true }),
+    RabbitInboxModule.forRootAsync({
+      inject: [DataSource],
+      useFactory: async (dataSource: DataSource) => {
+        const store = typeormStore(dataSource);
+        await store.migrate();
+        return { url: process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672", store };
+      },
+    }),
+    TerminusModule,
+  ],
+  providers: [PaymentsHandler],
+})
+export class AppModule {}
+TS
+cat >"$nest/src/main.ts" <<'TS'
+import { NestFactory } from "@nestjs/core";
+import { connect } from "amqplib";
+import { DataSource } from "typeorm";
+import { RabbitInboxHealthIndicator, RabbitInboxService } from "rabbit-inbox/nestjs";
+import { AppModule } from "./app.module";
+
+// Boots the app, sends one event twice (a producer's retry), and checks it applied once.
+async function main(): Promise<void> {
+  const app = await NestFactory.create(AppModule, { logger: ["error", "warn"] });
+  app.enableShutdownHooks();
+  await app.init();
+  const health = await app.get(RabbitInboxHealthIndicator).isHealthy();
+  if (health["rabbit-inbox"]?.status !== "up") throw new Error(`not healthy: ${JSON.stringify(health)}`);
+  const connection = await connect(process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672");
+  const channel = await connection.createConfirmChannel();
+  const body = Buffer.from(JSON.stringify({ tenant: "t1", event_id: "e-1", account_id: "a", amount_cents: 100 }));
+  const queue = process.env.PACK_CHECK_QUEUE ?? "payments.events";
+  await app.get(DataSource).query("INSERT INTO accounts (id, cents) VALUES ('a', 0)");
+  for (let i = 0; i < 2; i++) channel.sendToQueue(queue, body, { persistent: true });
+  await channel.waitForConfirms();
+  const consumer = app.get(RabbitInboxService).consumers.get("payments")!;
+  for (let i = 0; i < 300 && consumer.outcomeCounts.applied + consumer.outcomeCounts.duplicate < 2; i++) await new Promise((r) => setTimeout(r, 100));
+  const [row] = await app.get(DataSource).query("SELECT cents::text AS cents FROM accounts WHERE id = 'a'") as Array<{ cents: string }>;
+  await app.close();
+  await channel.deleteQueue(queue);
+  await channel.deleteQueue(`${queue}.quarantine`);
+  for (const n of [1, 2, 3]) await channel.deleteQueue(`${queue}.retry.${n}`);
+  await connection.close();
+  const counts = JSON.stringify(consumer.outcomeCounts);
+  if (row?.cents !== "100" || consumer.outcomeCounts.applied !== 1 || consumer.outcomeCounts.duplicate !== 1) throw new Error(`expected 100 cents, applied 1, duplicate 1; got ${row?.cents} cents, ${counts}`);
+  console.log(`pack-check: the Nest app applied the event once (${counts})`);
+}
+
+main().catch((error: unknown) => { console.error(error); process.exit(1); });
+TS
+echo "pack-check: installing the tarball and Nest 11 with TypeORM into a Nest project"
+(cd "$nest" && npm install --no-audit --no-fund --loglevel=error >/dev/null) || fail "npm install in the Nest project failed"
+(cd "$nest" && node "$repo/node_modules/typescript/bin/tsc" -p tsconfig.json) || fail "the Nest project does not compile under --strict against the installed package"
+echo "pack-check: the Nest project compiles under --strict"
+pg_url="${PACK_CHECK_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
+schema="pack_check_$$_$RANDOM"
+run_sql() { (cd "$nest" && node -e 'const { Client } = require("pg"); const c = new Client({ connectionString: process.argv[1] }); c.connect().then(() => c.query(process.argv[2])).then(() => c.end(), (e) => { console.error(e.message); process.exit(1); });' "$pg_url" "$1"); }
+run_sql "CREATE SCHEMA $schema" || fail "cannot create a schema on $pg_url (PostgreSQL must run; PACK_CHECK_DATABASE_URL picks another)"
+nest_status=0
+(cd "$nest" && DATABASE_URL="$(node -e 'const u = new URL(process.argv[1]); u.searchParams.set("options", `-c search_path=${process.argv[2]}`); console.log(u.toString())' "$pg_url" "$schema")" \
+  AMQP_URL="${PACK_CHECK_AMQP_URL:-amqp://guest:guest@127.0.0.1:5672}" PACK_CHECK_QUEUE="pack-check.$schema" timeout 120 node dist/main.js) || nest_status=$?
+run_sql "DROP SCHEMA $schema CASCADE" || echo "pack-check: could not drop schema $schema" >&2
+[ "$nest_status" -eq 0 ] || fail "the compiled Nest app did not apply its event once (exit $nest_status)"
 
 # The command, from the project that installed it (no tsx, no TypeScript sources used).
 help="$(cd "$app" && npx --no-install rabbit-inbox --help)" || fail "npx rabbit-inbox --help exited with $?"

@@ -3,6 +3,8 @@
  * processes. It narrates each step, then checks the invariants and exits non-zero if one failed.
  *   AMQP_URL      default amqp://guest:guest@127.0.0.1:5672
  *   DATABASE_URL  default: a fresh SQLite file ./data/demo-<timestamp>.sqlite
+ * `npm run demo:nest` (or `npm run demo -- --nest`) plays it with the Nest ledger
+ * (`npm run start:nest`, TypeORM), which needs DATABASE_URL=postgres://... or mysql://...
  */
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
@@ -31,7 +33,13 @@ const step = (n: number, title: string, ...why: string[]) => {
 
 interface Check { name: string; pass: boolean; detail: string }
 
-async function main(): Promise<number> {
+async function main(argv: readonly string[]): Promise<number> {
+  const unknown = argv.filter((a) => a !== "--nest");
+  if (unknown.length > 0) {
+    console.error(`demo: unknown argument ${unknown.join(" ")}; usage: npm run demo [-- --nest]`);
+    return 2;
+  }
+  const app = argv.includes("--nest") ? "nest" : "ledger";
   const amqpUrl = process.env.AMQP_URL || DEFAULT_AMQP_URL;
   let broker: BrokerClient;
   try {
@@ -45,6 +53,11 @@ async function main(): Promise<number> {
   }
 
   const given = process.env.DATABASE_URL?.trim();
+  if (app === "nest" && !/^(postgres|postgresql|mysql|mariadb):\/\//.test(given ?? "")) {
+    console.error("demo: --nest plays the story with the Nest ledger on TypeORM, which needs a server database: set DATABASE_URL=postgres://... or mysql://... (e.g. postgres://postgres@127.0.0.1:5432/test)");
+    await broker.close();
+    return 2;
+  }
   // 20261130-063233-123: sorts by time, and two demos started in one second still get two files.
   const stamp = new Date().toISOString().replace(/[-:]/g, "").replace("T", "-").replace(".", "-").slice(0, 19);
   const databaseUrl = given || join(REPO_ROOT, "data", `demo-${stamp}.sqlite`);
@@ -55,7 +68,7 @@ async function main(): Promise<number> {
   const queue = `ledger.demo.${randomBytes(4).toString("hex")}`;
   const quarantineQueue = `${queue}.quarantine`;
 
-  say('rabbit-inbox demo: "an ACK is not business idempotency"');
+  say(`rabbit-inbox demo: "an ACK is not business idempotency"${app === "nest" ? " (the Nest ledger: npm run start:nest, TypeORM)" : ""}`);
   say();
   say("RabbitMQ delivers at least once. A consumer can COMMIT its database work and die before it");
   say("ACKs; the broker then delivers the message again, and a plain `balance += delta` runs twice.");
@@ -71,7 +84,7 @@ async function main(): Promise<number> {
   const started = Date.now();
   try {
     await broker.declare(queue);
-    await story({ broker, databaseUrl, tenant, queue, quarantineQueue, check });
+    await story({ app, broker, databaseUrl, tenant, queue, quarantineQueue, check });
   } catch (error) {
     say();
     say(`The story stopped early: ${describeError(error)}`);
@@ -107,6 +120,8 @@ async function main(): Promise<number> {
 }
 
 interface StoryContext {
+  /** Which ledger service plays the story. */
+  app: "ledger" | "nest";
   broker: BrokerClient;
   databaseUrl: string;
   tenant: string;
@@ -116,9 +131,9 @@ interface StoryContext {
 }
 
 async function story(ctx: StoryContext): Promise<void> {
-  const { broker, databaseUrl, tenant, queue, quarantineQueue, check } = ctx;
+  const { app, broker, databaseUrl, tenant, queue, quarantineQueue, check } = ctx;
   // Short delayed retries (LEDGER_RETRY_DELAYS_MS), so step 8 does not wait the default 71 s.
-  const start = (fault?: string) => LedgerProcess.start({ queue, databaseUrl, retryDelaysMs: DEMO_RETRY_DELAYS_MS, ...(fault ? { fault } : {}) });
+  const start = (fault?: string) => LedgerProcess.start({ app, queue, databaseUrl, retryDelaysMs: DEMO_RETRY_DELAYS_MS, ...(fault ? { fault } : {}) });
   const mine = async (): Promise<LedgerTables> => {
     const t = await readLedgerTables(databaseUrl);
     return {
@@ -177,7 +192,7 @@ async function story(ctx: StoryContext): Promise<void> {
   indent("   (a consumer that only ran `balance += delta` would credit alice a second time now)");
   indent("restarting the consumer without the fault, this time serving its metrics (LEDGER_METRICS_PORT)");
   const metricsPort = await freePort();
-  ledger = await LedgerProcess.start({ queue, databaseUrl, retryDelaysMs: DEMO_RETRY_DELAYS_MS, metricsPort });
+  ledger = await LedgerProcess.start({ app, queue, databaseUrl, retryDelaysMs: DEMO_RETRY_DELAYS_MS, metricsPort });
   const redelivery = await waitUntil(
     () => ledger.redeliveries().find((r) => r.eventId === "evt-2"),
     "the redelivery of evt-2", { watch: [ledger] },
@@ -292,7 +307,7 @@ const interrupt = () => {
 process.on("SIGINT", interrupt);
 process.on("SIGTERM", interrupt);
 
-main().then(
+main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
     console.error(`demo: ${redactSecrets(describeError(error))}`);

@@ -30,92 +30,28 @@
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
 import {
-  InboxConsumer, InboxError, OutboxRelay, createJsonLogger, outboxBackpressure, describeAmqpConnectError, describeError, faultInjection, parseFaultSpec, redactSecrets,
+  InboxConsumer, OutboxRelay, createJsonLogger, outboxBackpressure, describeAmqpConnectError, describeError, faultInjection, redactSecrets,
 } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 import { startMetricsServer, withinMs } from "./metrics-server.js";
+import { describeDatabaseUrlError, ledgerQueueArguments, readLedgerSettings, step } from "./settings.js";
 import { startTracing } from "./tracing.js";
-
-const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
-
-/**
- * Runs one step of the start, so that a failure says which service it concerns: "connect
- * ECONNREFUSED 127.0.0.1:5699" alone does not tell the broker from the database.
- */
-async function step<T>(what: string, work: () => Promise<T>, describe: (error: unknown) => string = describeError): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    // A configuration error already says what is wrong with which setting.
-    if (error instanceof InboxError && error.kind === "config") throw error;
-    throw new Error(`${what}: ${describe(error)}`, { cause: error });
-  }
-}
-
-function positiveInt(name: string, fallback: number): number {
-  const text = process.env[name];
-  if (text === undefined || text === "") return fallback;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
-  return value;
-}
-
-/** A comma-separated list of positive integers, e.g. `200,1000,5000`; unset or empty: undefined. */
-function positiveIntList(name: string): number[] | undefined {
-  const text = process.env[name];
-  if (text === undefined || text.trim() === "") return undefined;
-  return text.split(",").map((part) => {
-    const value = Number(part.trim());
-    if (part.trim() === "" || !Number.isSafeInteger(value) || value < 1) {
-      throw new Error(`${name} must be comma-separated positive integers (milliseconds), got ${JSON.stringify(text)}`);
-    }
-    return value;
-  });
-}
-
-/** LEDGER_METRICS_PORT: a TCP port (0 = any free one); unset or empty: undefined. */
-function metricsPort(): number | undefined {
-  const text = process.env.LEDGER_METRICS_PORT;
-  if (text === undefined || text.trim() === "") return undefined;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 0 || value > 65535) throw new Error(`LEDGER_METRICS_PORT must be a port from 0 to 65535, got ${JSON.stringify(text)}`);
-  return value;
-}
 
 async function main(): Promise<void> {
   const logger = createJsonLogger({ name: "ledger" });
-  const queue = process.env.LEDGER_QUEUE || "ledger.events";
-  const amqpUrl = process.env.AMQP_URL || DEFAULT_AMQP_URL;
-  const faultText = process.env.RABBIT_INBOX_FAULT;
-  const fault = faultText ? parseFaultSpec(faultText) : undefined;
-  const batchSize = positiveInt("LEDGER_BATCH_SIZE", 500);
-  const prefetch = positiveInt("LEDGER_PREFETCH", Math.max(200, 2 * batchSize));
-  const retryDelaysMs = positiveIntList("LEDGER_RETRY_DELAYS_MS");
-  const outboxMaxPending = process.env.LEDGER_OUTBOX_MAX_PENDING ? positiveInt("LEDGER_OUTBOX_MAX_PENDING", 1) : undefined;
-  const processSpans = process.env.LEDGER_PROCESS_SPANS || undefined;
-  if (processSpans !== undefined && processSpans !== "message" && processSpans !== "batch") {
-    throw new Error(`LEDGER_PROCESS_SPANS must be message or batch, got ${JSON.stringify(processSpans)}`);
-  }
-  const partitionText = process.env.LEDGER_PARTITIONS;
-  const partitions = partitionText ? positiveInt("LEDGER_PARTITIONS", 1) : undefined;
-  // Partitions are quorum queues unless asked otherwise: they must outlive a broker node.
-  const queueType = process.env.LEDGER_QUEUE_TYPE || (partitions ? "quorum" : "classic");
-  if (queueType !== "classic" && queueType !== "quorum") throw new Error(`LEDGER_QUEUE_TYPE must be classic or quorum, got ${JSON.stringify(queueType)}`);
+  const settings = readLedgerSettings();
+  const { queue, amqpUrl, fault, faultText, batchSize, prefetch, retryDelaysMs, outboxMaxPending, processSpans, partitions } = settings;
 
   // Before the consumer and the relay exist: their first spans already go to the provider.
   const stopTracing = await startTracing(logger);
-  const port = metricsPort();
+  const port = settings.metricsPort;
   // Loaded only when asked for: a ledger without metrics never loads prom-client.
   const registry = port === undefined ? undefined : new (await import("prom-client")).Registry();
   const metrics = registry ? { metrics: { registry } } : {};
 
-  const balanceChangedExchange = `${queue}.balance-changed`;
-  const databaseUrl = process.env.DATABASE_URL;
+  const { balanceChangedExchange, databaseUrl } = settings;
   const db = await step(`database (DATABASE_URL=${redactSecrets(databaseUrl || "./data/ledger.sqlite")})`,
-    () => openLedgerDatabase(databaseUrl, logger, { balanceChangedExchange }),
-    (error) => (/^invalid url$/i.test(describeError(error))
-      ? "DATABASE_URL is not a valid URL: percent-encode @ : / ? # in the user or password (%40 %3A %2F %3F %23)"
-      : describeError(error)));
+    () => openLedgerDatabase(databaseUrl, logger, { balanceChangedExchange }), describeDatabaseUrlError);
   const relay = db.outbox
     ? new OutboxRelay({
       url: amqpUrl, store: db.outbox, logger,
@@ -128,14 +64,14 @@ async function main(): Promise<void> {
   if (outboxMaxPending !== undefined && !db.outbox) throw new Error("LEDGER_OUTBOX_MAX_PENDING is set, but this database has no transactional outbox to count");
   const consumer = new InboxConsumer({
     url: amqpUrl, queue, store: db.store, handler: db.handler, logger, batchSize, prefetch, ...(processSpans ? { processSpans } : {}),
-    ...(queueType === "quorum" ? { queueArguments: { "x-queue-type": "quorum" } } : partitions ? { queueArguments: { "x-queue-type": "classic" } } : {}),
+    ...(ledgerQueueArguments(settings) ? { queueArguments: ledgerQueueArguments(settings) } : {}),
     ...(partitions ? { partitions: { count: partitions } } : {}),
     ...(fault ? { hook: faultInjection(fault) } : {}),
     ...(retryDelaysMs ? { retryDelaysMs } : {}), ...metrics,
     ...(outboxMaxPending !== undefined && db.outbox ? { backpressure: outboxBackpressure({ store: db.outbox, maxPending: outboxMaxPending }) } : {}),
   });
   if (registry && port !== undefined) {
-    const host = process.env.LEDGER_METRICS_HOST || "127.0.0.1";
+    const host = settings.metricsHost;
     const server = await step(`metrics server (LEDGER_METRICS_HOST=${host} LEDGER_METRICS_PORT=${port})`, () => startMetricsServer({
       host, port, registry,
       ready: async () => {

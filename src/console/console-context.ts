@@ -1,3 +1,4 @@
+import type { IncomingMessage } from "node:http";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Logger } from "../core/logger.js";
 import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
@@ -26,6 +27,15 @@ export interface ConsoleOptions {
   basePath?: string;
   /** The replay window cleanup runs with (e.g. 14d), to show the retention horizon it implies. */
   replayWindowMs?: number;
+  /**
+   * For a console behind the application's own authentication (a Nest guard, an Express auth
+   * middleware), which lets through only the requests it authenticated: returns who made `req`,
+   * for the audit (e.g. the signed-in user's e-mail). The console then answers under any host
+   * name with no token and no login of its own; its same-origin and CSRF checks stay, as the
+   * application's cookie rides along on a forged cross-site request too. Not together with
+   * `token`.
+   */
+  authenticatedCaller?: (req: IncomingMessage) => string | undefined;
   /** Session lifetime. Default 8 hours. */
   sessionTtlMs?: number;
   /** Where a request that failed on the console's side (500) is logged, passwords masked. Default: nowhere. */
@@ -42,6 +52,9 @@ export class ConsoleContext {
 
   constructor(readonly options: ConsoleOptions) {
     if (!options.store && !options.databaseUrl) throw new TypeError("createConsoleHandler needs a store or a databaseUrl");
+    if (options.token && options.authenticatedCaller) {
+      throw new TypeError("createConsoleHandler takes a token or an authenticatedCaller, not both: the application in front authenticates, or the console does");
+    }
     this.sessions = new ConsoleSessions(options.token, options.sessionTtlMs);
     this.basePath = (options.basePath ?? "").replace(/\/+$/, "");
   }

@@ -4,7 +4,7 @@ import { redactSecrets } from "../core/redact-secrets.js";
 import { serveApi, statusOf } from "./console-api.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./console-assets.js";
 import { ConsoleContext, type ConsoleOptions } from "./console-context.js";
-import { type Caller, CSRF_HEADER, type ConsoleSession, csrfMatches, headerText, isLoopbackHost, sameOrigin } from "./console-sessions.js";
+import { type Caller, CSRF_HEADER, type ConsoleSession, consoleActor, csrfMatches, headerText, isLoopbackHost, sameOrigin } from "./console-sessions.js";
 import { isSecure, readFields, redirect, sendAsset, sendHtml, sendJson } from "./http-io.js";
 import { errorPage, loginPage } from "./panel-pages.js";
 import { servePages } from "./quarantine-pages.js";
@@ -39,11 +39,14 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
   try {
     if (method === "GET" && path === "/assets/console.css") return sendAsset(res, "text/css; charset=utf-8", CONSOLE_CSS);
     if (method === "GET" && path === "/assets/console.js") return sendAsset(res, "text/javascript; charset=utf-8", CONSOLE_JS);
-    if (!ctx.sessions.requiresToken && !isLoopbackHost(req.headers.host ?? "")) {
+    const vouched = ctx.options.authenticatedCaller;
+    if (!ctx.sessions.requiresToken && !vouched && !isLoopbackHost(req.headers.host ?? "")) {
       throw new Refusal(403, "this console has no token and answers to loopback host names only (localhost, 127.0.0.1, [::1]); set RABBIT_INBOX_CONSOLE_TOKEN to serve it under another name");
     }
     if (path === "/login") return await login(ctx, req, res, method);
     let caller = ctx.sessions.callerOf(req);
+    // The application vouched for the request: the audit names its caller, never a header's.
+    if (vouched && caller) caller = { ...caller, actor: consoleActor(vouched(req)) };
     if (!caller) {
       if (api) {
         sendJson(res, 401, { error: "unauthorized: send Authorization: Bearer <token>, or log in" }, { "www-authenticate": 'Bearer realm="rabbit-inbox console"' });
@@ -54,7 +57,7 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
     let setCookie: Record<string, string> = {};
     if (caller.via === "open" && !api && method === "GET") {
       // No token: a page visit still gets a session, whose CSRF token guards the page's forms.
-      const session = ctx.sessions.open(undefined);
+      const session = ctx.sessions.open(vouched?.(req));
       setCookie = { "set-cookie": ctx.sessions.cookieFor(session, ctx.basePath || "/", isSecure(req)) };
       caller = { via: "session", actor: session.actor, session };
     }

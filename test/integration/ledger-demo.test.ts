@@ -9,8 +9,8 @@ import { createPgSchema } from "../support/databases.js";
 
 interface Run { code: number; stdout: string; stderr: string }
 
-/** `npm run --silent demo` with the given environment changes (undefined removes a variable). */
-function runDemo(env: Record<string, string | undefined>): Promise<Run> {
+/** `npm run --silent demo` (or another script, `demo:nest`) with the given environment changes (undefined removes a variable). */
+function runDemo(env: Record<string, string | undefined>, script = "demo"): Promise<Run> {
   const merged: NodeJS.ProcessEnv = { ...process.env, AMQP_URL: amqpUrlFromEnv() };
   delete merged.DATABASE_URL;
   delete merged.NODE_OPTIONS;
@@ -19,7 +19,7 @@ function runDemo(env: Record<string, string | undefined>): Promise<Run> {
     else merged[k] = v;
   }
   return new Promise((done) => {
-    execFile("npm", ["run", "--silent", "demo"], { cwd: REPO_ROOT, env: merged, timeout: 90_000 }, (error, stdout, stderr) => {
+    execFile("npm", ["run", "--silent", script], { cwd: REPO_ROOT, env: merged, timeout: 90_000 }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === "number" ? error.code : -1) : 0;
       done({ code, stdout, stderr });
     });
@@ -81,6 +81,20 @@ describe("npm run demo", () => {
     expect(await cliBalances(schema.url)).toEqual([{ tenant, account_id: "alice", balance_cents: 350 }]);
     // A database of the user's own is not the demo's to remove: no such advice.
     expect(run.stdout).not.toContain("The demo leaves");
+  });
+
+  it("npm run demo:nest plays the same story with the Nest ledger (TypeORM on PostgreSQL), and refuses to start without a server database", async () => {
+    const schema = await createPgSchema();
+    cleanups.push(() => schema.drop());
+    const run = await runDemo({ DATABASE_URL: schema.url }, "demo:nest");
+    expect(run.stdout).toContain("(the Nest ledger: npm run start:nest, TypeORM)");
+    await expectCleanRun(run);
+    const tenant = /tenant {4}(demo-[0-9a-f]+)/.exec(run.stdout)?.[1];
+    expect(await cliBalances(schema.url)).toEqual([{ tenant, account_id: "alice", balance_cents: 350 }]);
+
+    const refused = await runDemo({ DATABASE_URL: undefined }, "demo:nest");
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--nest .* needs a server database: set DATABASE_URL=postgres:\/\/\.\.\. or mysql:\/\/\.\.\./);
   });
 
   it("says in one line that the broker is unreachable and how to start it, and exits 1", async () => {

@@ -48,6 +48,8 @@ export interface LedgerTestOptions {
   amqpUrl?: string;
   /** LEDGER_PARTITIONS of the ledger processes; their partition queues are deleted after each test. */
   partitions?: number;
+  /** Which service the processes run: `ledger` (default) or `nest`. */
+  app?: LedgerProcessOptions["app"];
 }
 
 /** Registers beforeEach/afterEach in the calling describe block and returns the live context. */
@@ -86,6 +88,7 @@ export function useLedgerTest(kind: TestDatabaseKind, options: LedgerTestOptions
     start: (processOptions = {}) => LedgerProcess.start({
       queue: current().queue, databaseUrl: current().databaseUrl,
       ...(options.amqpUrl ? { amqpUrl: options.amqpUrl } : {}), ...(options.partitions ? { partitions: options.partitions } : {}),
+      ...(options.app ? { app: options.app } : {}),
       ...processOptions,
     }),
     tables: () => readLedgerTables(current().databaseUrl),

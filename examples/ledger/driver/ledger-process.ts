@@ -5,12 +5,17 @@ import { type ExitStatus, waitUntil, withTimeout } from "./wait-until.js";
 
 /**
  * The ledger service as a child process, the way an operator runs it:
- * `node --import tsx examples/ledger/main.ts` with its own environment, its stdout and JSON
+ * `node --import tsx examples/ledger/main.ts` (or the Nest ledger's main.ts) with its own environment, its stdout and JSON
  * stderr captured; waits for `ledger: consuming` / `fault: paused at ...`, counts settled
  * deliveries from the consumer's logs, kills it with any signal and reports its exit.
  */
 
+/** The ledger services that keep the contract: `npm start` and `npm run start:nest`. */
+export const LEDGER_ENTRIES = { ledger: "examples/ledger/main.ts", nest: "examples/nest-ledger/main.ts" } as const;
+
 export interface LedgerProcessOptions {
+  /** Which service: `ledger` (default, `npm start`) or `nest` (`npm run start:nest`, TypeORM: PostgreSQL or MySQL only). */
+  app?: keyof typeof LEDGER_ENTRIES;
   queue: string;
   databaseUrl: string;
   amqpUrl?: string;
@@ -121,10 +126,10 @@ export class LedgerProcess {
       ...(options.metricsPort !== undefined ? { LEDGER_METRICS_PORT: String(options.metricsPort) } : {}),
       ...(options.outboxMaxPending !== undefined ? { LEDGER_OUTBOX_MAX_PENDING: String(options.outboxMaxPending) } : {}),
     });
-    const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
+    const child = spawn(process.execPath, ["--import", "tsx", LEDGER_ENTRIES[options.app ?? "ledger"]], {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],
     });
-    const label = options.label ?? `ledger${options.fault ? ` (fault ${options.fault})` : ""} pid ${child.pid ?? "?"}`;
+    const label = options.label ?? `${options.app === "nest" ? "nest ledger" : "ledger"}${options.fault ? ` (fault ${options.fault})` : ""} pid ${child.pid ?? "?"}`;
     const p = new LedgerProcess(child, label);
     try {
       await waitUntil(() => p.stdout.find((l) => l.startsWith("ledger: consuming")), `${label} to print "ledger: consuming"`, {

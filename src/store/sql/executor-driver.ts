@@ -29,6 +29,13 @@ export interface SqlExecutor<Tx> {
    * `errno` and message), so the dialect can classify it. Undefined: errors are not wrapped.
    */
   driverError?(error: unknown): unknown;
+  /**
+   * Sends what the data layer still holds back for its COMMIT (MikroORM's unit of work) inside
+   * `tx`, once the inbox's work in it is done and before the inbox checks the transaction and
+   * hands it back: a failure there is then the transaction's, classified like any statement's,
+   * and never mistaken for a COMMIT whose outcome is unknown. Undefined: nothing held back.
+   */
+  flush?(tx: Tx): Promise<void>;
 }
 
 /** What the database adds to a data layer's transactions. */
@@ -60,6 +67,7 @@ export class ExecutorDriver<Tx> implements SqlDriver<Tx> {
       return await this.executor.transaction(async (tx) => {
         const query = this.queryIn(tx);
         const result = await work({ handle: tx, query });
+        await this.executor.flush?.(tx);
         if (beforeCommit) await beforeCommit();
         await this.dialect.checkBeforeCommit?.(query, (error) => this.unwrap(error));
         state.committing = true;
