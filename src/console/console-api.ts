@@ -1,6 +1,7 @@
 import { groupsOf } from "./quarantine-selection.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { diffConflict } from "../quarantine/conflict-diff.js";
+import { currentFingerprint } from "../quarantine/current-fingerprint.js";
 import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
 import { jobJson, jobOf, startBulkJob } from "./bulk-job-page.js";
 import { discardOne, replayOne, retentionPanel, runBulk } from "./console-actions.js";
@@ -74,7 +75,8 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
   if ((id = idIn(path, /^\/quarantine\/(\d+)$/)) !== null) {
     const entry = await operations.getQuarantineEntry(id);
     if (!entry) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);
-    return entryWithAuditJson(entry, await operations.quarantineAudit(id));
+    const [audit, current] = await Promise.all([operations.quarantineAudit(id), currentFingerprint(operations, entry)]);
+    return entryWithAuditJson(entry, audit, current);
   }
   if ((id = idIn(path, /^\/quarantine\/(\d+)\/diff$/)) !== null) {
     if (!(await operations.getQuarantineEntry(id))) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);

@@ -197,7 +197,7 @@ describe.each(TEST_DATABASES)("rabbit-inbox on %s", (kind) => {
     expect((await f.ops.getQuarantineEntry(invalid!.id))?.status).toBe("discarded");
     expect((await rabbitInboxJson<Listed[]>(["quarantine", "list"], env)).map((e) => e.id)).not.toContain(invalid!.id);
     expect((await rabbitInboxJson<Listed[]>(["quarantine", "list", "--status", "discarded"], env)).map((e) => e.id)).toEqual([invalid!.id]);
-    expectOneLineError(await runRabbitInbox(["quarantine", "discard", String(invalid!.id), "--reason", "twice"], env), 1, /was discarded/);
+    expectOneLineError(await runRabbitInbox(["quarantine", "discard", String(invalid!.id), "--reason", "twice"], env), 3, /was discarded \(audit #\d+ by ops-alice at /);
     const shownAudit = await rabbitInboxJson<{ audit: Array<{ action: string; actor: string }> }>(["quarantine", "show", String(invalid!.id)], env);
     expect(shownAudit.audit).toEqual([expect.objectContaining({ action: "discard", actor: "ops-alice" })]);
   });
