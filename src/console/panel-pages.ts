@@ -6,7 +6,7 @@ import { FAILING_ROWS_SHOWN } from "./console-api.js";
 import type { ConsoleContext } from "./console-context.js";
 import { FILTER_FIELDS, filterFields, parseFilter } from "./console-filter.js";
 import type { ConsoleSession } from "./console-sessions.js";
-import { type Html, html, queryString } from "./html.js";
+import { type Html, formValue, html, queryString } from "./html.js";
 import { age, csrfField, layout, when } from "./page-layout.js";
 
 export function loginPage(ctx: ConsoleContext, failure: string | null): Html {
@@ -61,7 +61,7 @@ ${hold ? html`<p class="note">Cleanup hold: <a href="${ctx.href(`/entries/${hold
 }
 
 const hiddenFilter = (fields: Record<string, string | undefined>) =>
-  FILTER_FIELDS.map((name) => (fields[name] ? html`<input type="hidden" name="filter.${name}" value="${fields[name]}">` : ""));
+  FILTER_FIELDS.map((name) => (fields[name] ? html`<input type="hidden" name="filter.${name}" value="${formValue(fields[name])}">` : ""));
 
 /** The confirmation of a bulk action: a dry run first, so the button states how many entries it acts on. */
 export async function bulkConfirmPage(ctx: ConsoleContext, session: ConsoleSession | null, query: URLSearchParams): Promise<Html> {
