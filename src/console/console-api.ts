@@ -6,7 +6,7 @@ import { QuarantineOperationError } from "../quarantine/quarantine-operation-err
 import { jobJson, jobOf, startBulkJob } from "./bulk-job-page.js";
 import { discardOne, replayOne, retentionPanel, runBulk } from "./console-actions.js";
 import type { ConsoleContext } from "./console-context.js";
-import { ConsoleRequestError, parseFilter } from "./console-filter.js";
+import { ConsoleRequestError, parseFilter, positiveParam } from "./console-filter.js";
 import { auditJson, bulkJson, diffJson, entrySummaryJson, entryWithAuditJson, groupJson } from "../quarantine/quarantine-json.js";
 import { outboxJson } from "./console-json.js";
 import type { Caller } from "./console-sessions.js";
@@ -85,9 +85,9 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
   if (/^\/jobs\/[\w-]+$/.test(path)) return jobJson(jobOf(ctx, path.split("/")[2]!));
   if (path === "/groups") return { groups: (await groupsOf(operations, filterOf())).map(groupJson) };
   if (path === "/audit") {
-    const limit = Math.min(Number(query.get("limit") ?? 100) || 100, 500);
-    const before = Number(query.get("before") ?? "");
-    const records = await operations.auditLog({ limit, ...(Number.isSafeInteger(before) && before > 0 ? { beforeId: before } : {}) });
+    const limit = positiveParam(query, "limit", 500) ?? 100;
+    const before = positiveParam(query, "before");
+    const records = await operations.auditLog({ limit, ...(before !== undefined ? { beforeId: before } : {}) });
     return { audit: records.map(auditJson), next_before: records.length === limit ? records.at(-1)!.id : null };
   }
   if (path === "/outbox") return outboxJson(...(await Promise.all([operations.outboxBacklog(), operations.failingOutboxRows(FAILING_ROWS_SHOWN)])));
