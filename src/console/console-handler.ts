@@ -4,7 +4,7 @@ import { redactSecrets } from "../core/redact-secrets.js";
 import { serveApi, statusOf } from "./console-api.js";
 import { CONSOLE_CSS, CONSOLE_JS } from "./console-assets.js";
 import { ConsoleContext, type ConsoleOptions } from "./console-context.js";
-import { type Caller, CSRF_HEADER, type ConsoleSession, csrfMatches, headerText, isLoopbackHost, sameOrigin } from "./console-sessions.js";
+import { type Caller, CSRF_HEADER, type ConsoleSession, clientOf, csrfMatches, headerText, isLoopbackHost, sameOrigin } from "./console-sessions.js";
 import { isSecure, readFields, redirect, sendAsset, sendHtml, sendJson } from "./http-io.js";
 import { errorPage, loginPage } from "./panel-pages.js";
 import { servePages } from "./quarantine-pages.js";
@@ -43,7 +43,11 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
       throw new Refusal(403, "this console has no token and answers to loopback host names only (localhost, 127.0.0.1, [::1]); set RABBIT_INBOX_CONSOLE_TOKEN to serve it under another name");
     }
     if (path === "/login") return await login(ctx, req, res, method);
+    // A bearer token is checked at once (synchronously): concurrent guesses cannot all slip in before the first failure counts.
+    const bearer = ctx.sessions.requiresToken && req.headers.authorization !== undefined;
+    if (bearer) refuseIfThrottled(ctx, req);
     let caller = ctx.sessions.callerOf(req);
+    if (!caller && bearer) authenticationFailed(ctx, req, "bearer");
     if (!caller) {
       if (api) {
         sendJson(res, 401, { error: "unauthorized: send Authorization: Bearer <token>, or log in" }, { "www-authenticate": 'Bearer realm="rabbit-inbox console"' });
@@ -54,7 +58,7 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
     let setCookie: Record<string, string> = {};
     if (caller.via === "open" && !api && method === "GET") {
       // No token: a page visit still gets a session, whose CSRF token guards the page's forms.
-      const session = ctx.sessions.open(undefined);
+      const session = ctx.sessions.openAnonymous();
       setCookie = { "set-cookie": ctx.sessions.cookieFor(session, ctx.basePath || "/", isSecure(req)) };
       caller = { via: "session", actor: session.actor, session };
     }
@@ -80,16 +84,32 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
     if (status === 500) ctx.options.logger?.error("console request failed", { method, path, error: redactSecrets(describeError(error)) });
     // Never a password: a driver's error can quote its connection string.
     const message = status === 500 ? `internal error: ${redactSecrets(describeError(error))}` : redactSecrets(describeError(error));
-    if (api) sendJson(res, status, { error: message });
-    else sendHtml(res, status, errorPage(ctx, status, message));
+    const headers = error instanceof Refusal ? error.headers : {};
+    if (api) sendJson(res, status, { error: message }, headers);
+    else sendHtml(res, status, errorPage(ctx, status, message), headers);
   }
 }
 
 /** A request refused before it reaches an operation. */
 class Refusal extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(readonly status: number, message: string, readonly headers: Record<string, string> = {}) {
     super(message);
   }
+}
+
+/** 429 while the client has failed to authenticate too often (see AuthThrottle). */
+function refuseIfThrottled(ctx: ConsoleContext, req: IncomingMessage): void {
+  const waitMs = ctx.throttle.blockedFor(clientOf(req));
+  if (waitMs === 0) return;
+  const seconds = Math.ceil(waitMs / 1000);
+  throw new Refusal(429, `too many failed authentications from this client: try again in ${seconds} s`, { "retry-after": String(seconds) });
+}
+
+/** Counts the failure against the client and logs it (repeats throttled), never with the token. */
+function authenticationFailed(ctx: ConsoleContext, req: IncomingMessage, via: "bearer" | "login"): void {
+  const client = clientOf(req);
+  const failures = ctx.throttle.fail(client);
+  ctx.authLog?.warn("console authentication failed", { client, via, failuresWithinMinute: failures, blockedForMs: ctx.throttle.blockedFor(client) });
 }
 
 /**
@@ -114,12 +134,16 @@ async function login(ctx: ConsoleContext, req: IncomingMessage, res: ServerRespo
   if (!sameOrigin(req)) throw new Refusal(403, "cross-site request refused (Origin)");
   const fields = await readFields(req);
   const token = typeof fields.token === "string" ? fields.token : "";
-  if (ctx.sessions.requiresToken && !ctx.sessions.tokenMatches(token)) {
-    // A wrong guess costs a little time, so the token cannot be tried at full speed.
-    await new Promise((done) => setTimeout(done, 250));
-    return sendHtml(res, 401, loginPage(ctx, "wrong token"));
+  if (ctx.sessions.requiresToken) {
+    refuseIfThrottled(ctx, req);
+    if (!ctx.sessions.tokenMatches(token)) {
+      authenticationFailed(ctx, req, "login");
+      // A wrong guess costs a little time as well.
+      await new Promise((done) => setTimeout(done, 250));
+      return sendHtml(res, 401, loginPage(ctx, "wrong token"));
+    }
   }
-  const session = ctx.sessions.open(typeof fields.name === "string" ? fields.name : undefined);
+  const session = ctx.sessions.open(typeof fields.name === "string" ? fields.name : undefined, clientOf(req));
   redirect(res, ctx.href("/"), { "set-cookie": ctx.sessions.cookieFor(session, ctx.basePath || "/", isSecure(req)) });
 }
 
