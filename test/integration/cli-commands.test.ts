@@ -5,7 +5,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
+import { brokerNodeLabel } from "../../src/amqp/broker-connection.js";
+import { amqpUrl, deleteQueues, drainQueue, withChannel } from "../support/broker.js";
 import { createEmptyDatabase, createSqliteFile } from "../support/databases.js";
 import { outboxTableAt } from "../support/outbox.js";
 import { type CliRun, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
@@ -260,8 +261,10 @@ describe.each(TEST_DATABASES)("rabbit-inbox on %s", (kind) => {
       await ch.assertQueue(queue, { durable: true });
       await ch.assertQueue(`${queue}.quarantine`, { durable: true });
     });
-    const ok = await rabbitInboxJson<{ ok: boolean; checks: Array<{ check: string; status: string }> }>(["doctor", "--queue", queue], env);
+    const ok = await rabbitInboxJson<{ ok: boolean; checks: Array<{ check: string; status: string; detail: string }> }>(["doctor", "--queue", queue], env);
     expect(ok.ok).toBe(true);
+    // Without --amqp-url the command checks the broker the tests use (TEST_AMQP_URL), where the queues were declared.
+    expect(ok.checks.find((c) => c.check === "broker")?.detail).toBe(`connected to ${brokerNodeLabel(amqpUrl)}`);
     expect(ok.checks.map((c) => [c.check, c.status])).toEqual([
       ["schema", "ok"], ["quarantine", "ok"], ["outbox", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
     ]);
