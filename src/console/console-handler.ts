@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { describeError } from "../core/errors.js";
 import { redactSecrets } from "../core/redact-secrets.js";
 import { serveApi, statusOf } from "./console-api.js";
-import { CONSOLE_CSS, CONSOLE_JS } from "./console-assets.js";
+import { CONSOLE_CSS, CONSOLE_ICON, CONSOLE_JS } from "./console-assets.js";
 import { ConsoleContext, type ConsoleOptions } from "./console-context.js";
 import { type Caller, CSRF_HEADER, type ConsoleSession, clientOf, csrfMatches, headerText, isLoopbackHost, sameOrigin } from "./console-sessions.js";
 import { isSecure, readFields, redirect, sendAsset, sendHtml, sendJson } from "./http-io.js";
@@ -39,6 +39,8 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
   try {
     if (method === "GET" && path === "/assets/console.css") return sendAsset(res, "text/css; charset=utf-8", CONSOLE_CSS);
     if (method === "GET" && path === "/assets/console.js") return sendAsset(res, "text/javascript; charset=utf-8", CONSOLE_JS);
+    // The pages link the icon; /favicon.ico is where a browser looks without a link (a console at the root).
+    if (method === "GET" && (path === "/assets/favicon.svg" || path === "/favicon.ico")) return sendAsset(res, "image/svg+xml", CONSOLE_ICON);
     if (!ctx.sessions.requiresToken && !isLoopbackHost(req.headers.host ?? "")) {
       throw new Refusal(403, "this console has no token and answers to loopback host names only (localhost, 127.0.0.1, [::1]); set RABBIT_INBOX_CONSOLE_TOKEN to serve it under another name");
     }

@@ -78,6 +78,15 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     expect(cookie).not.toContain(TEST_TOKEN);
     const listed = await c.call("/api/quarantine", { headers: { cookie: cookie.split(";")[0]! } });
     expect(listed.status).toBe(200);
+    // The icon, like the stylesheet, needs no login: a browser asks for it on the login page too.
+    const page1 = await (await c.call("/", { headers: { cookie: cookie.split(";")[0]! } })).text();
+    expect(page1).toContain('<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">');
+    for (const path of ["/assets/favicon.svg", "/favicon.ico"]) {
+      const icon = await c.call(path);
+      expect(icon.status, path).toBe(200);
+      expect(icon.headers.get("content-type"), path).toBe("image/svg+xml");
+      expect(await icon.text(), path).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    }
     expect((await c.call("/api/quarantine", { headers: bearer })).status).toBe(200);
   });
 
