@@ -22,7 +22,7 @@ export interface CliRun {
  */
 function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ["NODE_OPTIONS", "DATABASE_URL", "AMQP_URL", "RABBIT_INBOX_REPLAY_WINDOW", "RABBIT_INBOX_ACTOR", "RABBIT_INBOX_FAULT", "LEDGER_QUEUE", "LEDGER_RETRY_DELAYS_MS"]) delete env[name];
+  for (const name of ["NODE_OPTIONS", "DATABASE_URL", "AMQP_URL", "RABBIT_INBOX_REPLAY_WINDOW", "RABBIT_INBOX_ACTOR", "RABBIT_INBOX_FAULT", "LEDGER_QUEUE", "LEDGER_RETRY_DELAYS_MS", "LEDGER_SINK_QUEUE"]) delete env[name];
   env.AMQP_URL = amqpUrl;
   for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
   return env;
