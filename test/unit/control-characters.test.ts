@@ -61,8 +61,9 @@ describe("escapeControlCharacters", () => {
 
   it("the JSON logger writes no raw control character", () => {
     const lines: string[] = [];
-    createJsonLogger({ write: (l) => lines.push(l) }).warn("quarantined \u009b2J", { eventId: "e-\u202e1\x1b[31m" });
+    createJsonLogger({ write: (l) => lines.push(l) }).warn("quarantined \u009b2J", { eventId: "e-\u202e1\x1b[31m", account: "a\u200bb", tenant: "cafe\u0301" });
     expect(RAW_CONTROL.test(lines[0]!)).toBe(false);
-    expect(JSON.parse(lines[0]!)).toMatchObject({ msg: "quarantined \u009b2J", eventId: "e-\u202e1\x1b[31m" });
+    expect(lines[0]).toContain('"cafe\\u0301"');
+    expect(JSON.parse(lines[0]!)).toMatchObject({ msg: "quarantined \u009b2J", eventId: "e-\u202e1\x1b[31m", account: "a\u200bb", tenant: "cafe\u0301" });
   });
 });
