@@ -13,7 +13,7 @@ import { amqpUrl, deleteQueues, drainQueue, withChannel } from "../support/broke
 import { TEST_TOKEN, startConsole } from "../support/console-server.js";
 import { runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { HANDLER, type RetentionFixture, delivery, event, retentionFixture } from "../support/retention-fixture.js";
-import { TEST_DATABASES } from "../support/test-databases.js";
+import { TEST_DATABASES, type TestDatabaseKind } from "../support/test-databases.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -48,14 +48,19 @@ async function consume(f: RetentionFixture, queue: string): Promise<string[]> {
   return outcomes;
 }
 
+/** A database with one such entry, its queue, and a console over it that replays to the real broker. */
+async function replayableEntry(kind: TestDatabaseKind) {
+  const f = await retentionFixture(kind);
+  const queue = await freshQueue();
+  const id = await refusedOnce(f, queue);
+  return { f, queue, id, c: await startConsole({ store: f.store, token: TEST_TOKEN, amqpUrl }) };
+}
+
 const cli = (f: RetentionFixture, args: string[]) => runRabbitInbox(["quarantine", ...args], { DATABASE_URL: f.url, AMQP_URL: amqpUrl });
 
 describe.each(TEST_DATABASES)("quarantine decisions are exclusive on %s", (kind) => {
   it("five concurrent replays through the console: one replay, one audit record, one publish; the others 409 naming it", async () => {
-    const f = await retentionFixture(kind);
-    const queue = await freshQueue();
-    const id = await refusedOnce(f, queue);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN, amqpUrl });
+    const { f, queue, id, c } = await replayableEntry(kind);
 
     const answers = await Promise.all(Array.from({ length: 5 }, () => c.call(`/api/quarantine/${id}/replay`, post({ reason: "race" }))));
     const bodies = await Promise.all(answers.map(async (r) => ({ status: r.status, body: (await r.json()) as { audit?: { id: number; published_at: string | null }; error?: string } })));
@@ -73,10 +78,7 @@ describe.each(TEST_DATABASES)("quarantine decisions are exclusive on %s", (kind)
   });
 
   it("the command and the console at once: exactly one replay; the command's refusal exits 3 and says which decision", async () => {
-    const f = await retentionFixture(kind);
-    const queue = await freshQueue();
-    const id = await refusedOnce(f, queue);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN, amqpUrl });
+    const { f, queue, id, c } = await replayableEntry(kind);
 
     const [runs, answers] = await Promise.all([
       Promise.all([1, 2, 3].map(() => cli(f, ["replay", String(id), "--reason", "race"]))),
@@ -94,10 +96,7 @@ describe.each(TEST_DATABASES)("quarantine decisions are exclusive on %s", (kind)
   });
 
   it("replayed and applied: replay and discard are refused; replayed, not applied yet: discard refused, a replay only with again", async () => {
-    const f = await retentionFixture(kind);
-    const queue = await freshQueue();
-    const id = await refusedOnce(f, queue);
-    const c = await startConsole({ store: f.store, token: TEST_TOKEN, amqpUrl });
+    const { f, queue, id, c } = await replayableEntry(kind);
     expect((await c.call(`/api/quarantine/${id}/replay`, post({ reason: "first" }))).status).toBe(200);
 
     // The message is on its way: the entry is replayed, the inbox has not applied it yet.
