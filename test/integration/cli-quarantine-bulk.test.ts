@@ -108,6 +108,8 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
     await usage(["quarantine", "discard", "--since", "99999999d", "--reason", "x", "--dry-run"], /--since "99999999d" is out of range/);
     await usage(["quarantine", "replay", "--all", "--reason", "x", "--concurrency", "65"], /--concurrency takes 1 to 64, got 65/);
     await usage(["quarantine", "replay", "--all", "--reason", "x", "--resume-after", "soon"], /--resume-after takes a duration/);
+    await usage(["quarantine", "replay", "--all", "--reason", "x", "--again"], /--again replays one entry \(give its id\): a bulk replay selects held entries only/);
+    await usage(["quarantine", "replay", "1", "--again"], /--again overrides a safety check: give the --reason/);
     expect((await f.ops.listQuarantineEntries()).map((e) => e.reason)).toEqual(["conflict"]);
   });
 });
