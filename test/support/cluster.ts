@@ -118,6 +118,21 @@ export class RabbitNodeSet {
     await this.script("stop-node", String(node));
   }
 
+  /**
+   * Freezes the node's Erlang VM (SIGSTOP): its connections stay open and nothing it holds
+   * moves, and the other nodes do not count it out, until resumeNode. A start resumes it too.
+   */
+  async pauseNode(node: NodeNumber): Promise<void> {
+    this.check(node);
+    await this.script("pause", String(node));
+  }
+
+  /** Lets a paused node go on (SIGCONT). */
+  async resumeNode(node: NodeNumber): Promise<void> {
+    this.check(node);
+    await this.script("resume", String(node));
+  }
+
   /** Starts a killed or stopped node again; resolves when it accepts AMQP connections. */
   async restartNode(node: NodeNumber): Promise<void> {
     this.check(node);
