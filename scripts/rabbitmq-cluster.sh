@@ -11,8 +11,11 @@
 #   kill N       kill -9 node N's Erlang VM (a real crash; its data stays)
 #   restart N    start node N again and wait until it runs; it rejoins the cluster by itself
 #   stop-node N  stop node N cleanly (its data stays)
-#   status       one line per node (name, running|stopped, AMQP URL, pid) and the cluster as a
-#                running node sees it; exit status 0 when every node runs, 3 otherwise
+#   pause N      freeze node N's Erlang VM (SIGSTOP): alive and connected, doing nothing, as a
+#                node stalled by its host; the other nodes do not count it out
+#   resume N     let a paused node go on (SIGCONT); start resumes paused nodes too
+#   status       one line per node (name, running|paused|stopped, AMQP URL, pid) and the cluster
+#                as a running node sees it; exit status 0 when every node runs, 3 otherwise
 #   running      the names of the nodes whose Erlang VM is alive, one a line (no CLI call: cheap)
 #   urls         the nodes' AMQP URLs, comma-separated
 #   ctl N ARGS   rabbitmqctl ARGS against node N (e.g. `ctl 1 list_queues name leader members`)
@@ -20,8 +23,10 @@
 # Defaults (flags win over the environment): prefix `c` (LOCAL_CLUSTER_NAME), 3 nodes
 # (LOCAL_CLUSTER_NODES), AMQP ports from 5701 (LOCAL_CLUSTER_PORT), data under
 # /tmp/rabbit-inbox-rabbitmq-<prefix> (LOCAL_CLUSTER_DIR). Node i is <prefix>i@localhost on AMQP
-# port BASE+i-1 and distribution port BASE+i-1+20000. Two sets run side by side when their
-# prefixes and port ranges differ, e.g. `--name s --nodes 1 --port 5711` for a standalone node.
+# port BASE+i-1 and distribution port BASE+i-1+20000; the set's rabbitmqctl calls listen on a
+# distribution port from BASE+30000..BASE+30009 (RabbitMQ's default, 35672-35682, is shared by
+# every CLI call on the machine). Two sets run side by side when their prefixes differ and their
+# base ports are at least max(10, --nodes) apart, e.g. `--name s --nodes 1 --port 5711`.
 set -euo pipefail
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
@@ -49,11 +54,16 @@ COMMAND="$1"; shift
 # The machine's broker is rabbit@localhost: a prefix of `rabbit` could address it as node "".
 [ "$PREFIX" != "rabbit" ] || die "--name rabbit would clash with the system broker's node name"
 [[ "$NODES" =~ ^[1-9][0-9]?$ ]] || die "--nodes must be a number from 1 to 99, got '$NODES'"
-[[ "$BASE_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$BASE_PORT" -le 45000 ] || die "--port must be a port from 1000 to 45000, got '$BASE_PORT'"
+[[ "$BASE_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$BASE_PORT" -le 35000 ] || die "--port must be a port from 1000 to 35000, got '$BASE_PORT'"
 for ((i = 0; i < NODES; i++)); do
   # 5672/25672 are the system broker's AMQP and distribution ports.
   [ $((BASE_PORT + i)) -ne 5672 ] || die "port 5672 belongs to the system broker; choose another --port"
 done
+# The distribution ports of this set's CLI calls; 35672-35682 are those of the system broker's.
+CTL_PORT_MIN=$((BASE_PORT + 30000))
+CTL_PORT_MAX=$((CTL_PORT_MIN + 9))
+[ "$CTL_PORT_MAX" -lt 35672 ] || [ "$CTL_PORT_MIN" -gt 35682 ] ||
+  die "--port $BASE_PORT would give the CLI ports $CTL_PORT_MIN-$CTL_PORT_MAX, which the system broker's CLI uses; choose another --port"
 DIR="${DIR:-/tmp/rabbit-inbox-rabbitmq-$PREFIX}"
 case "$DIR" in /*) ;; *) die "--dir must be an absolute path, got '$DIR'" ;; esac
 
@@ -82,7 +92,8 @@ check_node_number() {
 # RABBITMQ_* or ERL_* settings leaks into these nodes, and nothing of the system broker's env file.
 as_rabbitmq() {
   local env=(env -i "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "HOME=$RABBITMQ_USER_HOME"
-    "LANG=C.UTF-8" "LC_ALL=C.UTF-8" "ERL_EPMD_ADDRESS=127.0.0.1" "RABBITMQ_CONF_ENV_FILE=$DIR/rabbitmq-env.conf")
+    "LANG=C.UTF-8" "LC_ALL=C.UTF-8" "ERL_EPMD_ADDRESS=127.0.0.1" "RABBITMQ_CONF_ENV_FILE=$DIR/rabbitmq-env.conf"
+    "RABBITMQ_CTL_DIST_PORT_MIN=$CTL_PORT_MIN" "RABBITMQ_CTL_DIST_PORT_MAX=$CTL_PORT_MAX")
   if [ "$(id -u)" = "$(id -u "$RABBITMQ_USER")" ]; then
     (cd "$RABBITMQ_USER_HOME" && "${env[@]}" "$@")
   elif [ "$(id -u)" = 0 ]; then
@@ -111,6 +122,18 @@ node_pid() {
   echo "$pid"
 }
 is_running() { node_pid "$1" >/dev/null; }
+# A node whose VM was frozen with SIGSTOP (state T in /proc/PID/stat, after the command name).
+is_paused() {
+  local pid
+  pid="$(node_pid "$1")" || return 1
+  [ "$(sed -e 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" = T ]
+}
+# Sends a signal to node N's VM (which runs as the rabbitmq user).
+signal_node() { # node-number signal
+  local pid
+  pid="$(node_pid "$1")" || die "$(node_name "$1") is not running"
+  if [ "$(id -u)" = 0 ] || [ "$(id -u)" = "$(id -u "$RABBITMQ_USER")" ]; then kill "-$2" "$pid"; else as_rabbitmq kill "-$2" "$pid"; fi
+}
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -236,6 +259,8 @@ cmd_start() {
   lock
   local all=()
   for ((i = 1; i <= NODES; i++)); do all+=("$i"); done
+  # A run killed between a pause and its resume leaves a frozen node, which every CLI call would wait on.
+  for n in "${all[@]}"; do ! is_paused "$n" || signal_node "$n" CONT; done
   start_nodes "${all[@]}"
   cmd_status >/dev/null || die "not every node runs after start; '$0 status' shows which"
 }
@@ -243,6 +268,7 @@ cmd_start() {
 stop_node() { # node-number: clean stop, kill -9 if it does not stop within 60 s
   local n="$1" pid
   pid="$(node_pid "$n")" || return 0
+  ! is_paused "$n" || signal_node "$n" CONT
   ctl "$n" -q stop "$(pid_file "$n")" >/dev/null 2>&1 &
   local stopper=$! deadline=$((SECONDS + 60))
   while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
@@ -287,10 +313,27 @@ cmd_stop_node() {
   stop_node "$1"
 }
 
+cmd_pause() {
+  check_node_number "${1:-}"
+  lock
+  signal_node "$1" STOP
+  until is_paused "$1"; do sleep 0.05; done
+}
+
+cmd_resume() {
+  check_node_number "${1:-}"
+  lock
+  signal_node "$1" CONT
+  while is_paused "$1"; do sleep 0.05; done
+}
+
 cmd_status() {
   local n pid all_running=0 seen_by=""
   for ((n = 1; n <= NODES; n++)); do
-    if pid="$(node_pid "$n")"; then
+    if is_paused "$n"; then
+      printf '%s\tpaused\t%s\tpid %s\n' "$(node_name "$n")" "$(url "$n")" "$(node_pid "$n")"
+      all_running=3
+    elif pid="$(node_pid "$n")"; then
       printf '%s\trunning\t%s\tpid %s\n' "$(node_name "$n")" "$(url "$n")" "$pid"
       [ -n "$seen_by" ] || seen_by="$n"
     else
@@ -323,6 +366,8 @@ case "$COMMAND" in
   kill) cmd_kill "$@" ;;
   restart) cmd_restart "$@" ;;
   stop-node) cmd_stop_node "$@" ;;
+  pause) cmd_pause "$@" ;;
+  resume) cmd_resume "$@" ;;
   status) cmd_status ;;
   running) cmd_running ;;
   urls) cmd_urls ;;

@@ -18,6 +18,9 @@
  *                       an event that cannot apply yet (an adjustment before its account's opening) or
  *                       whose transient failures outlived the in-process retries waits in
  *                       `<LEDGER_QUEUE>.retry.<n>` for each in turn, and is quarantined after the last
+ *   LEDGER_SINK_QUEUE   a queue name: declare this durable queue and bind it to the balance.changed exchange, so that
+ *                       a ledger alone on a broker has somewhere to deliver them (else they are unroutable and wait in
+ *                       the outbox until something binds); unset: declare nothing, bind your own consumers' queues
  *   LEDGER_OUTBOX_MAX_PENDING  N: consumption pauses while the outbox holds N unsent rows or more, and goes on
  *                       below N/2 (the relay catches up before more events are applied); unset: never pauses
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
@@ -49,13 +52,19 @@ async function main(): Promise<void> {
   const registry = port === undefined ? undefined : new (await import("prom-client")).Registry();
   const metrics = registry ? { metrics: { registry } } : {};
 
-  const { balanceChangedExchange, databaseUrl } = settings;
+  const { balanceChangedExchange, databaseUrl, sinkQueue } = settings;
   const db = await step(`database (DATABASE_URL=${redactSecrets(databaseUrl || "./data/ledger.sqlite")})`,
     () => openLedgerDatabase(databaseUrl, logger, { balanceChangedExchange }), describeDatabaseUrlError);
   const relay = db.outbox
     ? new OutboxRelay({
       url: amqpUrl, store: db.outbox, logger,
-      topology: async (channel) => { await channel.assertExchange(balanceChangedExchange, "fanout", { durable: true }); },
+      topology: async (channel) => {
+        await channel.assertExchange(balanceChangedExchange, "fanout", { durable: true });
+        if (sinkQueue) {
+          await channel.assertQueue(sinkQueue, { durable: true });
+          await channel.bindQueue(sinkQueue, balanceChangedExchange, "");
+        }
+      },
       // Unroutable (nobody bound yet) or refused messages are retried soon, and never dropped.
       retryBaseDelayMs: 250, retryMaxDelayMs: 5000, ...metrics,
     })

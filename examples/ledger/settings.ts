@@ -25,6 +25,8 @@ export interface LedgerSettings {
   metricsHost: string;
   /** `<queue>.balance-changed`: the fanout exchange balance.changed goes to. */
   balanceChangedExchange: string;
+  /** LEDGER_SINK_QUEUE: a durable queue to declare and bind to that exchange, or undefined. */
+  sinkQueue: string | undefined;
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -80,6 +82,7 @@ export function readLedgerSettings(env: NodeJS.ProcessEnv = process.env): Ledger
     metricsPort: metricsPort(env),
     metricsHost: env.LEDGER_METRICS_HOST || "127.0.0.1",
     balanceChangedExchange: `${queue}.balance-changed`,
+    sinkQueue: env.LEDGER_SINK_QUEUE?.trim() || undefined,
   };
 }
 

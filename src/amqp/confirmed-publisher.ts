@@ -9,6 +9,20 @@ interface Pending {
   messageId: unknown;
 }
 
+/**
+ * What amqplib fails a publish's confirm callback with when the broker nacked it (a channel
+ * that closes fails its unconfirmed publishes with "channel closed" instead).
+ */
+const NACKED = "message nacked";
+
+/** What a publisher reports to the owner of its channel. */
+export interface ConfirmedPublisherEvents {
+  /** The broker refused a publish (basic.nack): it did not take the message. */
+  nacked?(): void;
+  /** The broker confirmed a publish (basic.ack), routed or returned. */
+  confirmed?(): void;
+}
+
 /** What amqplib hands a channel's `return` listener. */
 interface ReturnedMessage {
   content?: Buffer;
@@ -33,9 +47,19 @@ export class ConfirmedPublisher {
   private readonly unconfirmed = new Set<Pending>();
   /** Those of them the broker returned: their confirm, when it comes, is a failure. */
   private readonly returned = new Set<Pending>();
+  private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly channel: ConfirmChannel, private readonly timeoutMs: number) {
+  constructor(private readonly channel: ConfirmChannel, private readonly timeoutMs: number, private readonly events: ConfirmedPublisherEvents = {}) {
     channel.on("return", (message: ReturnedMessage) => this.markReturned(message));
+  }
+
+  /**
+   * Resolves once no publish waits for its confirm. Each one ends by its confirm, its timeout or
+   * its channel's close, so this resolves within the timeout.
+   */
+  whenIdle(): Promise<void> {
+    if (this.unconfirmed.size === 0) return Promise.resolve();
+    return new Promise((resolve) => { this.idleWaiters.push(resolve); });
   }
 
   publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish = {}): Promise<void> {
@@ -49,6 +73,7 @@ export class ConfirmedPublisher {
         clearTimeout(timer);
         this.unconfirmed.delete(publish);
         const wasReturned = this.returned.delete(publish);
+        if (this.unconfirmed.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
         if (error) reject(error);
         else if (wasReturned) reject(new QuarantinePublishError(`message to ${JSON.stringify(routingKey)} on exchange ${JSON.stringify(exchange)} was unroutable (no queue bound)`));
         else resolve();
@@ -56,6 +81,9 @@ export class ConfirmedPublisher {
       const timer = setTimeout(() => finish(new QuarantinePublishError(`no publisher confirm within ${this.timeoutMs} ms`)), this.timeoutMs);
       try {
         this.channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err: unknown) => {
+          if (done) return;
+          if (!err) this.events.confirmed?.();
+          else if (err instanceof Error && err.message === NACKED) this.events.nacked?.();
           finish(err ? new QuarantinePublishError(`broker refused the publish: ${describeError(err)}`, { cause: err }) : undefined);
         });
       } catch (error) {

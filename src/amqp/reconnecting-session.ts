@@ -15,6 +15,8 @@ export interface ReconnectingSessionEvents {
   /** The broker blocked the connection (a resource alarm): publishes wait. */
   blocked?(session: BrokerSession, reason: string): void;
   unblocked?(session: BrokerSession): void;
+  /** A nack retired the session's confirm channel; another opens in `delayMs` (see `replaceNackedChannel`). */
+  publishChannelNacked?(session: BrokerSession, delayMs: number, inARow: number): void;
 }
 
 export interface ReconnectingSessionOptions {
@@ -24,6 +26,12 @@ export interface ReconnectingSessionOptions {
   confirmTimeoutMs: number;
   /** Between reconnect attempts (with jitter, so that clients that lost one node spread out). */
   backoff: Backoff;
+  /**
+   * Set: a session whose confirm channel gets a nack stops publishing on it and opens a new one
+   * on the same connection after this backoff (see BrokerSession). Unset: a nack fails that
+   * publish only.
+   */
+  replaceNackedChannel?: Backoff;
   /**
    * Makes a new session ready for its owner (topology...) before it counts: a rejection closes
    * it and fails the attempt. When close() began meanwhile, the session is closed instead.
@@ -61,6 +69,7 @@ export class ReconnectingSession {
       error: (session, source, error) => events.error?.(session, source, error),
       blocked: (session, reason) => events.blocked?.(session, reason),
       unblocked: (session) => events.unblocked?.(session),
+      publishChannelNacked: (session, delayMs, inARow) => events.publishChannelNacked?.(session, delayMs, inARow),
     };
   }
 
@@ -107,7 +116,9 @@ export class ReconnectingSession {
   }
 
   private async openOne(): Promise<BrokerSession | undefined> {
-    const session = await BrokerSession.open(++this.sessions, this.options.connector, this.options.confirmTimeoutMs, this.listener);
+    const session = await BrokerSession.open(++this.sessions, this.options.connector, {
+      confirmTimeoutMs: this.options.confirmTimeoutMs, replaceNackedChannel: this.options.replaceNackedChannel,
+    }, this.listener);
     try {
       await this.options.prepare?.(session);
       if (this.closing) {

@@ -2,6 +2,7 @@ import { CommanderError } from "commander";
 import { escapeControlCharacters } from "../core/control-characters.js";
 import { InboxError, describeError } from "../core/errors.js";
 import { redactSecrets } from "../core/logger.js";
+import { QuarantineDecisionTakenError } from "../quarantine/quarantine-decision-taken-error.js";
 import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
 
 /** A failure the command reports as one line on stderr, with its exit code. */
@@ -13,11 +14,14 @@ export class CliError extends Error {
 }
 
 /**
- * Exit codes: 1 an operation that failed or was refused (no such entry, wrong status, a publish
- * not confirmed, a check that found problems), 2 a usage or configuration error.
+ * Exit codes: 1 an operation that failed or was refused (no such entry, a publish not confirmed,
+ * a check that found problems), 2 a usage or configuration error, 3 a quarantine decision refused
+ * because another one on the entry is under way or done (a script can tell "someone else got
+ * there first" from a failure).
  */
 export function exitCodeOf(error: unknown): number {
   if (error instanceof CliError) return error.exitCode;
+  if (error instanceof QuarantineDecisionTakenError) return 3;
   if (error instanceof QuarantineOperationError) return 1;
   // Commander's own errors are usage errors (unknown option, missing argument); help exits 0.
   if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;

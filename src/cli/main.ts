@@ -1,6 +1,7 @@
 /**
  * Entry point of the `rabbit-inbox` command (see bin/rabbit-inbox.js for how it is launched).
- * Exit codes: 0 done, 1 failed (or doctor found problems), 2 usage or configuration error.
+ * Exit codes: 0 done, 1 failed (or doctor found problems), 2 usage or configuration error, 3 a
+ * quarantine decision refused because another one on the entry is under way or done.
  */
 import { CommanderError } from "commander";
 import { errorLine, exitCodeOf } from "./cli-error.js";

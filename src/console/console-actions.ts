@@ -28,9 +28,10 @@ function positiveOrUndefined(value: unknown, name: string): number | undefined {
 export async function replayOne(ctx: ConsoleContext, id: number, actor: string, fields: Fields): Promise<AuditRecord> {
   const acceptNew = flag(fields.acceptNew ?? fields.accept_new);
   const acceptStale = flag(fields.acceptStale ?? fields.accept_stale);
-  const reason = reasonOf(fields, acceptNew || acceptStale) || "replayed from the console";
+  const again = flag(fields.again);
+  const reason = reasonOf(fields, acceptNew || acceptStale || again) || "replayed from the console";
   const [operations, publish] = await Promise.all([ctx.operations(), ctx.publish()]);
-  return (await replayQuarantineEntry(operations, publish, { id, actor, reason, acceptNew, acceptStale })).audit;
+  return (await replayQuarantineEntry(operations, publish, { id, actor, reason, acceptNew, acceptStale, again })).audit;
 }
 
 export async function discardOne(ctx: ConsoleContext, id: number, actor: string, fields: Fields): Promise<AuditRecord> {

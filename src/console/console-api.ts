@@ -1,11 +1,12 @@
 import { groupsOf } from "./quarantine-selection.js";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { diffConflict } from "../quarantine/conflict-diff.js";
+import { currentFingerprint } from "../quarantine/current-fingerprint.js";
 import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
 import { jobJson, jobOf, startBulkJob } from "./bulk-job-page.js";
 import { discardOne, replayOne, retentionPanel, runBulk } from "./console-actions.js";
 import type { ConsoleContext } from "./console-context.js";
-import { ConsoleRequestError, parseFilter } from "./console-filter.js";
+import { ConsoleRequestError, parseFilter, positiveParam } from "./console-filter.js";
 import { auditJson, bulkJson, diffJson, entrySummaryJson, entryWithAuditJson, groupJson } from "../quarantine/quarantine-json.js";
 import { outboxJson } from "./console-json.js";
 import type { Caller } from "./console-sessions.js";
@@ -74,7 +75,8 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
   if ((id = idIn(path, /^\/quarantine\/(\d+)$/)) !== null) {
     const entry = await operations.getQuarantineEntry(id);
     if (!entry) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);
-    return entryWithAuditJson(entry, await operations.quarantineAudit(id));
+    const [audit, current] = await Promise.all([operations.quarantineAudit(id), currentFingerprint(operations, entry)]);
+    return entryWithAuditJson(entry, audit, current);
   }
   if ((id = idIn(path, /^\/quarantine\/(\d+)\/diff$/)) !== null) {
     if (!(await operations.getQuarantineEntry(id))) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);
@@ -83,9 +85,9 @@ async function readRoute(ctx: ConsoleContext, path: string, query: URLSearchPara
   if (/^\/jobs\/[\w-]+$/.test(path)) return jobJson(jobOf(ctx, path.split("/")[2]!));
   if (path === "/groups") return { groups: (await groupsOf(operations, filterOf())).map(groupJson) };
   if (path === "/audit") {
-    const limit = Math.min(Number(query.get("limit") ?? 100) || 100, 500);
-    const before = Number(query.get("before") ?? "");
-    const records = await operations.auditLog({ limit, ...(Number.isSafeInteger(before) && before > 0 ? { beforeId: before } : {}) });
+    const limit = positiveParam(query, "limit", 500) ?? 100;
+    const before = positiveParam(query, "before");
+    const records = await operations.auditLog({ limit, ...(before !== undefined ? { beforeId: before } : {}) });
     return { audit: records.map(auditJson), next_before: records.length === limit ? records.at(-1)!.id : null };
   }
   if (path === "/outbox") return outboxJson(...(await Promise.all([operations.outboxBacklog(), operations.failingOutboxRows(FAILING_ROWS_SHOWN)])));

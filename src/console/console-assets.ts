@@ -1,5 +1,5 @@
 /**
- * The console's stylesheet and script, served as files (`/assets/console.css`, `/assets/console.js`):
+ * The console's stylesheet, script and icon, served as files (`/assets/console.css`, `/assets/console.js`, `/assets/favicon.svg`):
  * the pages carry no inline code, so the Content-Security-Policy can forbid it. They live in a
  * TypeScript module so that the compiled package carries them without a copy step.
  */
@@ -90,3 +90,6 @@ document.addEventListener("DOMContentLoaded", function () {
   });
 });
 `;
+
+/** The tab's icon: a rabbit-inbox tray in the header's colours, small enough to inline here. */
+export const CONSOLE_ICON = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#24292f"/><path d="M6 17h6l2 4h4l2-4h6v8H6z" fill="#ffbf47"/><path d="M11 7h10v8h-3l-2 3-2-3h-3z" fill="#fff"/></svg>`;

@@ -1,11 +1,13 @@
 import type { IncomingMessage } from "node:http";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
+import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import type { Logger } from "../core/logger.js";
 import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
 import { openStore } from "../store/open-store.js";
 import { ConsoleRequestError } from "./console-filter.js";
+import { AuthThrottle } from "./auth-throttle.js";
 import { BulkJobs } from "./bulk-jobs.js";
 import { ConsoleSessions } from "./console-sessions.js";
 
@@ -38,7 +40,10 @@ export interface ConsoleOptions {
   authenticatedCaller?: (req: IncomingMessage) => string | undefined;
   /** Session lifetime. Default 8 hours. */
   sessionTtlMs?: number;
-  /** Where a request that failed on the console's side (500) is logged, passwords masked. Default: nowhere. */
+  /**
+   * Where a request that failed on the console's side (500) is logged, passwords masked, and
+   * failed authentications (warn, with the client's address, never the token). Default: nowhere.
+   */
   logger?: Logger;
 }
 
@@ -47,6 +52,10 @@ export class ConsoleContext {
   readonly sessions: ConsoleSessions;
   readonly basePath: string;
   readonly jobs = new BulkJobs();
+  /** Failed authentications per client: past 10 a minute, the client waits (429). */
+  readonly throttle = new AuthThrottle();
+  /** Where failed authentications are logged: one line per client's burst, not one per guess. */
+  readonly authLog: ThrottledLogger | undefined;
   private opened: Promise<{ operations: InboxOperations; close?: () => Promise<void> }> | undefined;
   private publisher: Promise<AmqpReplayPublisher> | undefined;
 
@@ -57,6 +66,7 @@ export class ConsoleContext {
     }
     this.sessions = new ConsoleSessions(options.token, options.sessionTtlMs);
     this.basePath = (options.basePath ?? "").replace(/\/+$/, "");
+    this.authLog = options.logger ? throttleRepeats(options.logger, { intervalMs: 10_000 }) : undefined;
   }
 
   operations(): Promise<InboxOperations> {
@@ -85,6 +95,7 @@ export class ConsoleContext {
   }
 
   async close(): Promise<void> {
+    this.authLog?.flush();
     await this.jobs.cancelAll();
     const opened = this.opened;
     const publisher = this.publisher;

@@ -68,6 +68,16 @@ export function filterFields(filter: ConsoleFilter): Record<(typeof FILTER_FIELD
   };
 }
 
+/**
+ * A positive integer parameter (`limit`, `before`, `after`), absent when empty; anything else is
+ * the caller's mistake (a 400 naming the parameter), never a value passed on to the database.
+ */
+export function positiveParam(query: URLSearchParams, name: string, max?: number): number | undefined {
+  const value = positive(query.get(name)?.trim() || undefined, name);
+  if (max !== undefined && value !== undefined && value > max) throw new ConsoleRequestError(`${name} is at most ${max}`);
+  return value;
+}
+
 function positive(value: string | undefined, name: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);

@@ -2,9 +2,9 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { describeError } from "../core/errors.js";
 import { redactSecrets } from "../core/redact-secrets.js";
 import { serveApi, statusOf } from "./console-api.js";
-import { CONSOLE_CSS, CONSOLE_JS } from "./console-assets.js";
+import { CONSOLE_CSS, CONSOLE_ICON, CONSOLE_JS } from "./console-assets.js";
 import { ConsoleContext, type ConsoleOptions } from "./console-context.js";
-import { type Caller, CSRF_HEADER, type ConsoleSession, consoleActor, csrfMatches, headerText, isLoopbackHost, sameOrigin } from "./console-sessions.js";
+import { type Caller, CSRF_HEADER, type ConsoleSession, clientOf, consoleActor, csrfMatches, headerText, isLoopbackHost, sameOrigin } from "./console-sessions.js";
 import { isSecure, readFields, redirect, sendAsset, sendHtml, sendJson } from "./http-io.js";
 import { errorPage, loginPage } from "./panel-pages.js";
 import { servePages } from "./quarantine-pages.js";
@@ -39,12 +39,18 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
   try {
     if (method === "GET" && path === "/assets/console.css") return sendAsset(res, "text/css; charset=utf-8", CONSOLE_CSS);
     if (method === "GET" && path === "/assets/console.js") return sendAsset(res, "text/javascript; charset=utf-8", CONSOLE_JS);
+    // The pages link the icon; /favicon.ico is where a browser looks without a link (a console at the root).
+    if (method === "GET" && (path === "/assets/favicon.svg" || path === "/favicon.ico")) return sendAsset(res, "image/svg+xml", CONSOLE_ICON);
     const vouched = ctx.options.authenticatedCaller;
     if (!ctx.sessions.requiresToken && !vouched && !isLoopbackHost(req.headers.host ?? "")) {
       throw new Refusal(403, "this console has no token and answers to loopback host names only (localhost, 127.0.0.1, [::1]); set RABBIT_INBOX_CONSOLE_TOKEN to serve it under another name");
     }
     if (path === "/login") return await login(ctx, req, res, method);
+    // A bearer token is checked at once (synchronously): concurrent guesses cannot all slip in before the first failure counts.
+    const bearer = ctx.sessions.requiresToken && req.headers.authorization !== undefined;
+    if (bearer) refuseIfThrottled(ctx, req);
     let caller = ctx.sessions.callerOf(req);
+    if (!caller && bearer) authenticationFailed(ctx, req, "bearer");
     // The application vouched for the request: the audit names its caller, never a header's.
     if (vouched && caller) caller = { ...caller, actor: consoleActor(vouched(req)) };
     if (!caller) {
@@ -57,9 +63,9 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
     let setCookie: Record<string, string> = {};
     if (caller.via === "open" && !api && method === "GET") {
       // No token: a page visit still gets a session, whose CSRF token guards the page's forms.
-      const session = ctx.sessions.open(vouched?.(req));
+      const session = ctx.sessions.openAnonymous();
       setCookie = { "set-cookie": ctx.sessions.cookieFor(session, ctx.basePath || "/", isSecure(req)) };
-      caller = { via: "session", actor: session.actor, session };
+      caller = { via: "session", actor: vouched ? consoleActor(vouched(req)) : session.actor, session };
     }
     if (method === "POST") checkStateChange(req, caller, api);
     if (api) {
@@ -83,16 +89,32 @@ async function handle(ctx: ConsoleContext, req: IncomingMessage, res: ServerResp
     if (status === 500) ctx.options.logger?.error("console request failed", { method, path, error: redactSecrets(describeError(error)) });
     // Never a password: a driver's error can quote its connection string.
     const message = status === 500 ? `internal error: ${redactSecrets(describeError(error))}` : redactSecrets(describeError(error));
-    if (api) sendJson(res, status, { error: message });
-    else sendHtml(res, status, errorPage(ctx, status, message));
+    const headers = error instanceof Refusal ? error.headers : {};
+    if (api) sendJson(res, status, { error: message }, headers);
+    else sendHtml(res, status, errorPage(ctx, status, message), headers);
   }
 }
 
 /** A request refused before it reaches an operation. */
 class Refusal extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(readonly status: number, message: string, readonly headers: Record<string, string> = {}) {
     super(message);
   }
+}
+
+/** 429 while the client has failed to authenticate too often (see AuthThrottle). */
+function refuseIfThrottled(ctx: ConsoleContext, req: IncomingMessage): void {
+  const waitMs = ctx.throttle.blockedFor(clientOf(req));
+  if (waitMs === 0) return;
+  const seconds = Math.ceil(waitMs / 1000);
+  throw new Refusal(429, `too many failed authentications from this client: try again in ${seconds} s`, { "retry-after": String(seconds) });
+}
+
+/** Counts the failure against the client and logs it (repeats throttled), never with the token. */
+function authenticationFailed(ctx: ConsoleContext, req: IncomingMessage, via: "bearer" | "login"): void {
+  const client = clientOf(req);
+  const failures = ctx.throttle.fail(client);
+  ctx.authLog?.warn("console authentication failed", { client, via, failuresWithinMinute: failures, blockedForMs: ctx.throttle.blockedFor(client) });
 }
 
 /**
@@ -117,12 +139,16 @@ async function login(ctx: ConsoleContext, req: IncomingMessage, res: ServerRespo
   if (!sameOrigin(req)) throw new Refusal(403, "cross-site request refused (Origin)");
   const fields = await readFields(req);
   const token = typeof fields.token === "string" ? fields.token : "";
-  if (ctx.sessions.requiresToken && !ctx.sessions.tokenMatches(token)) {
-    // A wrong guess costs a little time, so the token cannot be tried at full speed.
-    await new Promise((done) => setTimeout(done, 250));
-    return sendHtml(res, 401, loginPage(ctx, "wrong token"));
+  if (ctx.sessions.requiresToken) {
+    refuseIfThrottled(ctx, req);
+    if (!ctx.sessions.tokenMatches(token)) {
+      authenticationFailed(ctx, req, "login");
+      // A wrong guess costs a little time as well.
+      await new Promise((done) => setTimeout(done, 250));
+      return sendHtml(res, 401, loginPage(ctx, "wrong token"));
+    }
   }
-  const session = ctx.sessions.open(typeof fields.name === "string" ? fields.name : undefined);
+  const session = ctx.sessions.open(typeof fields.name === "string" ? fields.name : undefined, clientOf(req));
   redirect(res, ctx.href("/"), { "set-cookie": ctx.sessions.cookieFor(session, ctx.basePath || "/", isSecure(req)) });
 }
 

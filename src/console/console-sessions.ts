@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 
 /** The cookie that carries a session id (never the token). */
@@ -21,7 +21,11 @@ export type Caller =
   | { via: "session"; actor: string; session: ConsoleSession }
   | { via: "open"; actor: string };
 
+/** Sessions kept in memory at most, and per client (address): one client cannot push out another's. */
 const MAX_SESSIONS = 1000;
+const MAX_SESSIONS_PER_CLIENT = 20;
+/** How an anonymous session's cookie starts: `a.<issued at, base 36>.<random>`. */
+const ANONYMOUS = "a.";
 
 /** A digest of fixed length, so comparing a wrong-length guess takes as long as a right one. */
 const digest = (text: string) => createHash("sha256").update(text, "utf8").digest();
@@ -32,16 +36,31 @@ export function consoleActor(name: string | undefined | null): string {
   return clean ? `console:${clean}` : "console";
 }
 
+/** Who a request comes from, for the limits per client: its peer address (IPv4 without the IPv6 prefix). */
+export function clientOf(req: IncomingMessage): string {
+  const address = req.socket?.remoteAddress ?? "unknown";
+  return address.startsWith("::ffff:") ? address.slice(7) : address;
+}
+
 /**
  * Sessions of the web UI, in memory (a restart logs everyone out, which is the safe default), and
  * the check of the bearer token. Without a token (loopback only) every caller is let in; a page
  * visit still gets a session, because its CSRF token is what protects the POSTs.
+ *
+ * Those visits' sessions are anonymous and kept nowhere: the cookie carries its issue time and a
+ * random part, and the CSRF token is an HMAC of the cookie under a key of this process. Any web
+ * page the operator has open can make the browser visit a loopback console without its cookie
+ * (SameSite keeps it back), as often as it likes; a session stored per visit would let it push
+ * the operator's own session out. Sessions opened by a login are stored, at most
+ * MAX_SESSIONS_PER_CLIENT per client address (a client's oldest goes first), so that one client
+ * logging in again and again pushes out only its own.
  */
 export class ConsoleSessions {
-  private readonly sessions = new Map<string, ConsoleSession>();
+  private readonly sessions = new Map<string, ConsoleSession & { client: string }>();
   private readonly tokenDigest: Buffer | null;
+  private readonly key = randomBytes(32);
 
-  constructor(token: string | undefined, private readonly ttlMs = 8 * 3_600_000) {
+  constructor(token: string | undefined, private readonly ttlMs = 8 * 3_600_000, private readonly now: () => number = Date.now) {
     this.tokenDigest = token ? digest(token) : null;
   }
 
@@ -53,13 +72,23 @@ export class ConsoleSessions {
     return this.tokenDigest !== null && timingSafeEqual(digest(candidate), this.tokenDigest);
   }
 
-  /** A new session after a login (or, without a token, on a first visit). */
-  open(name: string | undefined): ConsoleSession {
+  /** A new stored session after a login (with a token, or a name without one). */
+  open(name: string | undefined, client = "unknown"): ConsoleSession {
     this.dropExpired();
+    const mine = [...this.sessions.values()].filter((s) => s.client === client);
+    if (mine.length >= MAX_SESSIONS_PER_CLIENT) this.sessions.delete(mine[0]!.id);
     if (this.sessions.size >= MAX_SESSIONS) this.sessions.delete(this.sessions.keys().next().value!);
-    const session = { id: randomBytes(32).toString("base64url"), csrf: randomBytes(32).toString("base64url"), actor: consoleActor(name), expiresAt: Date.now() + this.ttlMs };
+    const session = {
+      id: randomBytes(32).toString("base64url"), csrf: randomBytes(32).toString("base64url"), actor: consoleActor(name), expiresAt: this.now() + this.ttlMs, client,
+    };
     this.sessions.set(session.id, session);
     return session;
+  }
+
+  /** A page visit's session on a console without a token: nothing is stored (see the class). */
+  openAnonymous(): ConsoleSession {
+    if (this.requiresToken) throw new Error("a console with a token has no anonymous sessions");
+    return this.anonymous(`${ANONYMOUS}${this.now().toString(36)}.${randomBytes(24).toString("base64url")}`)!;
   }
 
   close(id: string): void {
@@ -69,9 +98,11 @@ export class ConsoleSessions {
   /** The session a request's cookie names, when it is still valid. */
   sessionOf(req: IncomingMessage): ConsoleSession | null {
     const id = cookieValue(req.headers.cookie, SESSION_COOKIE);
-    const session = id ? this.sessions.get(id) : undefined;
+    if (!id) return null;
+    if (id.startsWith(ANONYMOUS)) return this.requiresToken ? null : this.anonymous(id);
+    const session = this.sessions.get(id);
     if (!session) return null;
-    if (session.expiresAt < Date.now()) {
+    if (session.expiresAt < this.now()) {
       this.sessions.delete(session.id);
       return null;
     }
@@ -92,6 +123,15 @@ export class ConsoleSessions {
     return null;
   }
 
+  /** The anonymous session a cookie value stands for, or null when it is malformed or expired. */
+  private anonymous(id: string): ConsoleSession | null {
+    const issued = Number.parseInt(id.slice(ANONYMOUS.length).split(".")[0] ?? "", 36);
+    if (!/^a\.[0-9a-z]{1,12}\.[\w-]{32}$/.test(id) || !Number.isSafeInteger(issued)) return null;
+    const expiresAt = issued + this.ttlMs;
+    if (expiresAt < this.now()) return null;
+    return { id, csrf: createHmac("sha256", this.key).update(id).digest("base64url"), actor: "console", expiresAt };
+  }
+
   /** The Set-Cookie value: HttpOnly (no script reads it), SameSite=Strict (no other site sends it). */
   cookieFor(session: ConsoleSession, path: string, secure: boolean): string {
     return `${SESSION_COOKIE}=${session.id}; Path=${path}; HttpOnly; SameSite=Strict; Max-Age=${Math.floor(this.ttlMs / 1000)}${secure ? "; Secure" : ""}`;
@@ -102,7 +142,7 @@ export class ConsoleSessions {
   }
 
   private dropExpired(): void {
-    const now = Date.now();
+    const now = this.now();
     for (const [id, s] of this.sessions) if (s.expiresAt < now) this.sessions.delete(id);
   }
 }

@@ -1,7 +1,9 @@
 import { alignLines, payloadLines } from "../cli/side-by-side.js";
 import { type ConflictDiff, diffConflict } from "../quarantine/conflict-diff.js";
 import { decodePayload } from "../quarantine/payload-diff.js";
-import type { QuarantineDetail } from "../quarantine/quarantine-admin.js";
+import { currentFingerprint } from "../quarantine/current-fingerprint.js";
+import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
+import { type DecisionStanding, decisionStanding } from "../quarantine/resolution-rules.js";
 import type { ConsoleContext } from "./console-context.js";
 import { ConsoleRequestError } from "./console-filter.js";
 import type { ConsoleSession } from "./console-sessions.js";
@@ -30,8 +32,20 @@ ${diff.changes.length > 0 ? html`<table class="changes"><caption>Changed paths</
 </section>`;
 }
 
-function actions(ctx: ConsoleContext, session: ConsoleSession | null, e: QuarantineDetail): Html {
-  if (e.status === "discarded") return html`<p>This entry was discarded; it cannot be replayed.</p>`;
+/** The decisions the entry can take now; none while another is under way or done (the store refuses them all the same). */
+function actions(ctx: ConsoleContext, session: ConsoleSession | null, e: QuarantineDetail, standing: DecisionStanding, latest: AuditRecord | null): Html {
+  const decision = latest ? html` (<a href="#audit-h">audit #${latest.id}</a> by ${latest.actor})` : "";
+  if (standing === "discarded") return html`<p class="note">This entry was discarded${decision}; it cannot be replayed.</p>`;
+  if (standing === "replaying") return html`<p class="note" role="status">A replay of this entry is under way${decision}: the broker has not confirmed it yet. Reload to see how it went.</p>`;
+  if (standing === "applied") return html`<p class="note">This entry was replayed${decision} and applied: the inbox holds this version. Nothing is left to decide.</p>`;
+  if (standing === "on-its-way") {
+    return html`<section aria-labelledby="act-h"><h2 id="act-h">Decide</h2>
+<p class="note">This entry was replayed${decision} and the broker confirmed it; the inbox has not applied it yet, so its message is most likely waiting for its consumer.</p>
+<form method="post" action="${ctx.href(`/entries/${e.id}/replay`)}">${csrfField(session)}<input type="hidden" name="again" value="true">
+<fieldset><legend>Replay again, only if that copy was lost (a purged queue)</legend>
+<div class="field"><label for="again-reason">Reason (kept in the audit)</label><input id="again-reason" name="reason" type="text" required></div>
+<button type="submit">Replay entry #${e.id} again</button></fieldset></form></section>`;
+  }
   return html`<section aria-labelledby="act-h"><h2 id="act-h">Decide</h2>
 <div class="decide">
 <form method="post" action="${ctx.href(`/entries/${e.id}/replay`)}">${csrfField(session)}
@@ -51,11 +65,17 @@ export async function entryPage(ctx: ConsoleContext, session: ConsoleSession | n
   const operations = await ctx.operations();
   const e = await operations.getQuarantineEntry(id);
   if (!e) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);
-  const [audit, diff] = await Promise.all([operations.quarantineAudit(id), e.reason === "conflict" && e.storedFingerprint ? diffConflict(operations, id) : Promise.resolve(null)]);
+  const [audit, current, diff] = await Promise.all([
+    operations.quarantineAudit(id), currentFingerprint(operations, e), e.reason === "conflict" && e.storedFingerprint ? diffConflict(operations, id) : Promise.resolve(null),
+  ]);
+  const latest = audit.at(-1) ?? null;
+  const standing = decisionStanding(e, { latest, storedFingerprint: current });
   const fields: Array<[string, Html | string | number | null]> = [
     ["Handler", e.handler], ["Reason", e.reason], ["Status", e.status], ["Tenant", e.tenant], ["Event id", e.eventId], ["Queue", e.queue],
     ["Occurrences", e.occurrences], ["First seen", when(e.firstSeen)], ["Last seen", when(e.lastSeen)], ["Event time", when(e.eventTime)],
-    ["Fingerprint", e.fingerprint], ["Stored fingerprint", e.storedFingerprint], ["Detail", e.detail],
+    ["Fingerprint", e.fingerprint], ["Stored fingerprint (when quarantined)", e.storedFingerprint],
+    ["Fingerprint the inbox holds now", current === null ? null : `${current}${current === e.fingerprint ? " (this version)" : current === e.storedFingerprint ? " (the stored version)" : ""}`],
+    ["Detail", e.detail],
   ];
   let properties = e.properties;
   try {
@@ -64,7 +84,7 @@ export async function entryPage(ctx: ConsoleContext, session: ConsoleSession | n
     // shown as recorded
   }
   const body = html`<dl class="fields">${fields.map(([k, v]) => html`<dt>${k}</dt><dd>${v ?? "–"}</dd>`)}</dl>
-${actions(ctx, session, e)}
+${actions(ctx, session, e, standing, latest)}
 ${diff ? diffTable(diff) : ""}
 <section aria-labelledby="body-h"><h2 id="body-h">Body${e.bodyTruncated ? ` (first ${e.body.length} bytes only)` : ""}</h2>
 <pre class="payload" id="payload">${payloadLines(decodePayload(e.body)).join("\n")}</pre></section>

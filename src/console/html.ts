@@ -1,7 +1,11 @@
+import { escapeControlCharacters } from "../core/control-characters.js";
+
 /**
  * HTML built from templates whose every interpolated value is escaped unless it is already
  * markup built the same way. Message bodies, tenants, reasons and handler names come from
- * producers and operators: none of them may ever become markup.
+ * producers and operators: none of them may ever become markup, and none may reorder or hide
+ * what the page shows (a bidi override, a zero-width character, a decomposed look-alike id):
+ * those are shown as escapes, `evt-\u202egnp.exe`, exactly as the command shows them.
  */
 export class Html {
   constructor(readonly text: string) {}
@@ -22,7 +26,15 @@ function render(value: Value): string {
   if (value === null || value === undefined || value === false) return "";
   if (value instanceof Html) return value.text;
   if (Array.isArray(value)) return (value as readonly Value[]).map(render).join("");
-  return escapeHtml(String(value));
+  return escapeHtml(escapeControlCharacters(String(value)));
+}
+
+/**
+ * A form field's value as it is (HTML-escaped only): what a form sends back must be what it was
+ * given, or a filter holding such a character would select something else once submitted.
+ */
+export function formValue(text: string): Html {
+  return new Html(escapeHtml(text));
 }
 
 /** A tagged template: `html\`<td>${untrusted}</td>\`` escapes `untrusted`. */

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { escapeJsonControlCharacters } from "../core/control-characters.js";
 import { ConsoleRequestError } from "./console-filter.js";
 import type { Html } from "./html.js";
 
@@ -23,8 +24,9 @@ function send(res: ServerResponse, status: number, type: string, body: string | 
   res.end(body);
 }
 
+/** JSON whose strings hold no raw bidi, zero-width or control character (the same values once parsed), as the command's `--json`. */
 export function sendJson(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
-  send(res, status, "application/json; charset=utf-8", JSON.stringify(value), headers);
+  send(res, status, "application/json; charset=utf-8", escapeJsonControlCharacters(JSON.stringify(value)), headers);
 }
 
 export function sendHtml(res: ServerResponse, status: number, page: Html, headers: Record<string, string> = {}): void {

@@ -28,6 +28,7 @@ export function layout(ctx: ConsoleContext, title: string, session: ConsoleSessi
 ${refreshSeconds ? html`<meta http-equiv="refresh" content="${refreshSeconds}">` : ""}
 <title>${title} · rabbit-inbox console</title>
 <link rel="stylesheet" href="${ctx.href("/assets/console.css")}">
+<link rel="icon" href="${ctx.href("/assets/favicon.svg")}" type="image/svg+xml">
 <script src="${ctx.href("/assets/console.js")}" defer></script>
 </head>
 <body>

@@ -4,9 +4,9 @@ import { formatDuration } from "../retention/duration.js";
 import { retentionPanel, runBulk } from "./console-actions.js";
 import { FAILING_ROWS_SHOWN } from "./console-api.js";
 import type { ConsoleContext } from "./console-context.js";
-import { FILTER_FIELDS, filterFields, parseFilter } from "./console-filter.js";
+import { FILTER_FIELDS, filterFields, parseFilter, positiveParam } from "./console-filter.js";
 import type { ConsoleSession } from "./console-sessions.js";
-import { type Html, html, queryString } from "./html.js";
+import { type Html, formValue, html, queryString } from "./html.js";
 import { age, csrfField, layout, when } from "./page-layout.js";
 
 export function loginPage(ctx: ConsoleContext, failure: string | null): Html {
@@ -24,8 +24,8 @@ export function errorPage(ctx: ConsoleContext, status: number, message: string):
 }
 
 export async function auditPage(ctx: ConsoleContext, session: ConsoleSession | null, query: URLSearchParams): Promise<Html> {
-  const before = Number(query.get("before") ?? "");
-  const records = await (await ctx.operations()).auditLog({ limit: 50, ...(Number.isSafeInteger(before) && before > 0 ? { beforeId: before } : {}) });
+  const before = positiveParam(query, "before");
+  const records = await (await ctx.operations()).auditLog({ limit: 50, ...(before !== undefined ? { beforeId: before } : {}) });
   const body = html`${records.length === 0 ? html`<p>No decisions recorded.</p>` : html`<table><caption>Operator decisions, newest first</caption>
 <thead><tr><th scope="col">Audit</th><th scope="col">At</th><th scope="col">Action</th><th scope="col">Entry</th><th scope="col">Actor</th><th scope="col">Options</th><th scope="col">Published</th><th scope="col">Reason</th></tr></thead>
 <tbody>${records.map((a) => html`<tr><td>#${a.id}</td><td>${when(a.at)}</td><td>${a.action}${a.failure ? " (failed)" : ""}</td>
@@ -61,7 +61,7 @@ ${hold ? html`<p class="note">Cleanup hold: <a href="${ctx.href(`/entries/${hold
 }
 
 const hiddenFilter = (fields: Record<string, string | undefined>) =>
-  FILTER_FIELDS.map((name) => (fields[name] ? html`<input type="hidden" name="filter.${name}" value="${fields[name]}">` : ""));
+  FILTER_FIELDS.map((name) => (fields[name] ? html`<input type="hidden" name="filter.${name}" value="${formValue(fields[name])}">` : ""));
 
 /** The confirmation of a bulk action: a dry run first, so the button states how many entries it acts on. */
 export async function bulkConfirmPage(ctx: ConsoleContext, session: ConsoleSession | null, query: URLSearchParams): Promise<Html> {

@@ -6,7 +6,7 @@ import type { ConsoleContext } from "./console-context.js";
 import { type ConsoleFilter, filterFields, parseFilter } from "./console-filter.js";
 import type { Caller, ConsoleSession } from "./console-sessions.js";
 import { entryPage } from "./entry-page.js";
-import { type Html, html, queryString } from "./html.js";
+import { type Html, formValue, html, queryString } from "./html.js";
 import { redirect, sendHtml } from "./http-io.js";
 import { layout, when } from "./page-layout.js";
 import { jobOf, jobPage, startBulkJob } from "./bulk-job-page.js";
@@ -62,7 +62,7 @@ const STATUS_CHOICES = ["held", "replayed", "discarded", "all"];
 export function filterForm(ctx: ConsoleContext, action: string, filter: ConsoleFilter, full: boolean): Html {
   const f = filterFields(filter);
   const field = (name: keyof typeof f, label: string, type = "text") =>
-    html`<div class="field"><label for="f-${name}">${label}</label><input id="f-${name}" name="${name}" type="${type}" value="${f[name] ?? ""}"></div>`;
+    html`<div class="field"><label for="f-${name}">${label}</label><input id="f-${name}" name="${name}" type="${type}" value="${formValue(f[name] ?? "")}"></div>`;
   return html`<form method="get" action="${ctx.href(action)}" class="filters" role="search" aria-label="Filter entries">
 <div class="field"><label for="f-status">Status</label><select id="f-status" name="status">${STATUS_CHOICES.map((s) => html`<option value="${s}"${s === filter.status ? html` selected` : ""}>${s}</option>`)}</select></div>
 ${field("handler", "Handler")}${field("reason", "Reason")}

@@ -43,6 +43,7 @@ export const errorCatalogue = {
   RI_CONFIG: { kind: "config", meaning: "bad options or a programming error in how the library is used" },
   RI_RETENTION_GUARD: { kind: "config", meaning: "cleanup refused: no replay window, or one under the minimum" },
   RI_QUARANTINE_OPERATION: { kind: "config", meaning: "an operator action on a quarantine entry cannot be done as asked" },
+  RI_QUARANTINE_DECIDED: { kind: "config", meaning: "another decision on the quarantine entry is under way or done" },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

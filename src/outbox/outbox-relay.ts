@@ -119,7 +119,7 @@ export class OutboxRelay {
   async health(): Promise<RelayHealth> {
     const backlog = await this.backlog?.get().catch(() => undefined);
     return {
-      state: this.state, connected: this.broker.isOpen, node: this.broker.node ?? null, lastPublishAt: this.lastPublishAt,
+      state: this.state, connected: this.broker.connected, node: this.broker.node ?? null, lastPublishAt: this.lastPublishAt,
       backlog: backlog ? { pending: backlog.pending, oldestPendingAgeSeconds: oldestPendingAgeSeconds(backlog) } : null, counts: { ...this.totals },
     };
   }

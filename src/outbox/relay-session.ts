@@ -14,7 +14,7 @@ export interface RelaySessionOptions {
   /** Names the relay in its log lines. */
   relayName: string;
   publishTimeoutMs: number;
-  /** Between reconnect attempts after a loss. */
+  /** Between reconnect attempts after a loss, and between replacements of a nacked channel. */
   reconnect: Backoff;
   logger: Logger;
   /** Declares what the relay publishes to, on every new connection. */
@@ -24,9 +24,11 @@ export interface RelaySessionOptions {
 }
 
 /**
- * The relay's connection to the broker: its confirm channel, reconnected with backoff after a
- * connection or channel loss, or after a confirm timed out (the channel's state is then
- * unknown). Rows wait in the outbox while there is no session.
+ * The relay's connection to the broker: its confirm channel, reconnected with backoff (to the
+ * next node of the URL list) after a connection or channel loss, or after a confirm timed out
+ * (the channel's state is then unknown); and a new confirm channel on the same connection
+ * after a nack, since a channel can keep refusing every publish that a new channel would get
+ * through (see BrokerSession). Rows wait in the outbox while there is no channel to publish on.
  */
 export class RelaySession {
   private readonly broker: ReconnectingSession;
@@ -34,7 +36,7 @@ export class RelaySession {
   constructor(private readonly options: RelaySessionOptions) {
     const { logger, relayName: relay } = options;
     this.broker = new ReconnectingSession({
-      connector: options.connector, confirmTimeoutMs: options.publishTimeoutMs, backoff: options.reconnect,
+      connector: options.connector, confirmTimeoutMs: options.publishTimeoutMs, backoff: options.reconnect, replaceNackedChannel: options.reconnect,
       ...(options.topology ? { prepare: (session) => options.topology!(session.publishChannel) } : {}),
       events: {
         lost: (session, what, _error, reconnecting) => {
@@ -48,6 +50,9 @@ export class RelaySession {
         reconnectFailed: (attempt, error) => logger.warn("outbox relay cannot reach the broker; rows wait in the outbox", {
           relay, attempt, error: redactSecrets(describeError(error)),
         }),
+        publishChannelNacked: (session, delayMs, inARow) => logger.warn("the broker refused a publish; the relay publishes on a new channel", {
+          relay, node: session.node, afterMs: delayMs, channelsRefusedInARow: inARow,
+        }),
         blocked: (_session, reason) => logger.warn("broker blocked the relay's connection (resource alarm): publishes wait", { reason }),
         unblocked: () => logger.info("broker unblocked the relay's connection"),
       },
@@ -59,16 +64,23 @@ export class RelaySession {
     await this.broker.open();
   }
 
+  /** Whether rows can be published now: a session, and a confirm channel that is not being replaced. */
   get isOpen(): boolean {
+    return this.broker.session?.acceptsPublishes === true;
+  }
+
+  /** Whether a session is open (its channel may be being replaced), for health checks. */
+  get connected(): boolean {
     return this.broker.session !== undefined;
   }
 
   /**
-   * Identifies the session in use (and its confirm channel): publishes made while it stays the
-   * same reach the broker in the order they were made.
+   * Identifies the confirm channel in use: publishes made while it stays the same reach the
+   * broker in the order they were made. It changes with the session and when a nacked channel
+   * is replaced.
    */
   get channelIdentity(): object | undefined {
-    return this.broker.session;
+    return this.broker.session?.publisher;
   }
 
   /** The node of the session in use, `host:port`. */
@@ -76,9 +88,14 @@ export class RelaySession {
     return this.broker.session?.node;
   }
 
-  /** Resolves once a session is open again, or when `abort` resolves or the session closes for good. */
+  /**
+   * Resolves once rows can be published again, or when `abort` resolves or the session closes
+   * for good (check `isOpen` again: a new session can lose its channel meanwhile).
+   */
   whenOpen(abort: Promise<void>): Promise<void> {
-    return this.broker.waitForSession(abort);
+    const session = this.broker.session;
+    if (!session) return this.broker.waitForSession(abort);
+    return Promise.race([session.whenAcceptingPublishes(), abort]);
   }
 
   /**
@@ -88,7 +105,7 @@ export class RelaySession {
    */
   publish(row: OutboxRow): Promise<void> {
     const session = this.broker.session;
-    if (!session) return Promise.reject(new Error("no broker session"));
+    if (!session?.acceptsPublishes) return Promise.reject(new Error(session ? "the publish channel is being replaced" : "no broker session"));
     const started = performance.now();
     // Put on the channel before this returns: the relay's ordering relies on it.
     return session.publisher.publish(row.exchange, row.routingKey, row.body, publishOptions(row)).catch((error: unknown) => {

@@ -52,13 +52,22 @@ export function filterFromText(fields: FilterText, now: Date, nameOf: (field: Fi
   for (const field of ["since", "until"] as const) {
     const text = value(field);
     if (text === undefined) continue;
-    filter[field] = timeOf(text, now) ?? fail(field, `takes an ISO time (2026-11-30T06:00:00Z, 2026-11-30) or a duration ago (90m, 2h, 1d), got ${JSON.stringify(text)}`);
+    const time = timeOf(text, now) ?? fail(field, `takes an ISO time (2026-11-30T06:00:00Z, 2026-11-30) or a duration ago (90m, 2h, 1d), got ${JSON.stringify(text)}`);
+    if (time < EARLIEST || time > LATEST) fail(field, `${JSON.stringify(text)} is out of range: times run from 0001-01-01 to 9999-12-31 (UTC)`);
+    filter[field] = time;
   }
   if (filter.since && filter.until && filter.since >= filter.until) {
     fail("since", `(${filter.since.toISOString()}) must be before ${nameOf("until")} (${filter.until.toISOString()})`);
   }
   return filter;
 }
+
+/**
+ * The times a filter may name: what a four-digit ISO year can write, and what every store
+ * compares (PostgreSQL refuses a timestamp before 4714 BC, MySQL compares a year below 0 as text).
+ */
+const EARLIEST = new Date("0001-01-01T00:00:00.000Z");
+const LATEST = new Date("9999-12-31T23:59:59.999Z");
 
 /** An ISO 8601 date or time (UTC unless it says otherwise), or a duration before `now`; undefined if neither. */
 export function timeOf(text: string, now: Date): Date | undefined {

@@ -3,6 +3,7 @@ export type {
   ResolutionRequest, StoredVersion,
 } from "./quarantine-admin.js";
 export { QuarantineOperationError } from "./quarantine-operation-error.js";
+export { type DecisionTaken, QuarantineDecisionTakenError } from "./quarantine-decision-taken-error.js";
 export { type ConflictDiff, type VersionView, diffConflict } from "./conflict-diff.js";
 export { type PayloadChange, decodePayload, payloadChanges } from "./payload-diff.js";
 export {

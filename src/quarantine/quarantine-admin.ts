@@ -68,7 +68,7 @@ export interface AuditRecord {
   action: QuarantineAction;
   actor: string;
   reason: string;
-  /** `accept-new`, `accept-stale`, comma separated; empty for a plain replay or a discard. */
+  /** `accept-new`, `accept-stale`, `again`, comma separated; empty for a plain replay or a discard. */
   options: string;
   at: Date;
   /** Replay: when the broker confirmed the republished message. */
@@ -95,6 +95,12 @@ export interface ResolutionRequest {
   acceptNew?: boolean;
   /** Replay of a stale event: a one-time grant lets exactly this version past the stale fence. */
   acceptStale?: boolean;
+  /**
+   * Replay an entry already replayed and confirmed whose version the inbox has not applied (its
+   * message was lost: a purged queue, say). Without it such a replay is refused: the first copy
+   * is most likely still waiting for its consumer. Recorded as the audit option `again`.
+   */
+  again?: boolean;
   /**
    * Refuse unless the entry is still `held` when the decision is taken (bulk operations): an
    * entry another operator or an earlier run already decided on is left alone.
@@ -133,10 +139,12 @@ export interface QuarantineAdmin {
   /** The clock the audit times are written on (the database's; this host's for SQLite). */
   now(): Promise<Date>;
   /**
-   * In one transaction: checks the entry can take the action (throws QuarantineOperationError
-   * otherwise), records the audit row, writes any grant, and sets the status (`replayed` or
-   * `discarded`). A replay is committed BEFORE the message is republished, so the consumer
-   * that receives it always finds its grant.
+   * In one transaction, under the entry's row lock (SQLite: the write lock): checks the entry can
+   * take the action (throws QuarantineOperationError otherwise, QuarantineDecisionTakenError when
+   * another decision is under way or done: one decision at a time per entry, whoever asks),
+   * records the audit row, writes any grant, and sets the status (`replayed` or `discarded`). A
+   * replay is committed BEFORE the message is republished, so the consumer that receives it
+   * always finds its grant.
    */
   beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord>;
   /** The republish was confirmed. */

@@ -55,9 +55,13 @@ export function auditJson(a: AuditRecord) {
   };
 }
 
-/** An entry with everything, and its audit trail (`quarantine show --json`, the console's entry). */
-export function entryWithAuditJson(e: QuarantineDetail, audit: readonly AuditRecord[]) {
-  return { ...entryFullJson(e), audit: audit.map(auditJson) };
+/**
+ * An entry with everything, and its audit trail (`quarantine show --json`, the console's entry).
+ * `current_fingerprint` is what the inbox holds now for the event (null: no key, or no record):
+ * `stored_fingerprint` stays the version the conflict met, even after a new one was accepted.
+ */
+export function entryWithAuditJson(e: QuarantineDetail, audit: readonly AuditRecord[], currentFingerprint: string | null) {
+  return { ...entryFullJson(e), current_fingerprint: currentFingerprint, audit: audit.map(auditJson) };
 }
 
 /** A group of entries sharing handler, reason and normalised cause; `key` selects it. */

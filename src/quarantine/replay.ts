@@ -25,6 +25,8 @@ export interface ReplayRequest {
   reason: string;
   acceptNew?: boolean;
   acceptStale?: boolean;
+  /** Replay again an entry replayed and confirmed but not applied (its first copy was lost); see ResolutionRequest. */
+  again?: boolean;
 }
 
 export interface ReplayResult {
@@ -38,14 +40,15 @@ export interface ReplayResult {
  * normal pipeline again: a conflict still conflicts and a stale event is still stale, unless the
  * operator granted `acceptNew` / `acceptStale`. The decision (and its grant) is committed first,
  * so the consumer that gets the message always finds it; then the message is published with
- * confirms; a failed publish revokes the grant and puts the entry back to `held`.
+ * confirms; a failed publish revokes the grant and puts the entry back to `held`. The result's
+ * audit record carries the confirm's time (`publishedAt`).
  */
 export async function replayQuarantineEntry(admin: QuarantineAdmin, publish: ConfirmedPublish, request: ReplayRequest): Promise<ReplayResult> {
   const entry = await admin.getQuarantineEntry(request.id);
   if (!entry) throw noSuchEntry(request.id);
   const audit = await admin.beginResolution(request.id, {
     action: "replay", actor: request.actor, reason: request.reason,
-    ...(request.acceptNew ? { acceptNew: true } : {}), ...(request.acceptStale ? { acceptStale: true } : {}),
+    ...(request.acceptNew ? { acceptNew: true } : {}), ...(request.acceptStale ? { acceptStale: true } : {}), ...(request.again ? { again: true } : {}),
   });
   try {
     await publish(replayMessage(entry, audit));
@@ -55,7 +58,9 @@ export async function replayQuarantineEntry(admin: QuarantineAdmin, publish: Con
     throw new QuarantineOperationError(`republishing quarantine entry #${entry.id} to ${JSON.stringify(entry.queue)} failed (${failure}); the entry is held again`, { cause: error });
   }
   await admin.confirmReplay(audit.id);
-  return { entry, audit, queue: entry.queue };
+  // The record as the database now holds it: with the confirm's time.
+  const confirmed = (await admin.quarantineAudit(entry.id)).find((a) => a.id === audit.id) ?? audit;
+  return { entry, audit: confirmed, queue: entry.queue };
 }
 
 /** Properties that must not travel with a replay: they would be refused or would drop it. */

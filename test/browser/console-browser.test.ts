@@ -73,6 +73,9 @@ describe("the console in Chromium", () => {
     const page = await context.newPage();
     const violations: string[] = [];
     page.on("console", (m) => { if (/Content Security Policy/i.test(m.text())) violations.push(m.text()); });
+    // Nothing the pages ask for is missing: the stylesheet, the script, the icon.
+    const missing: string[] = [];
+    page.on("response", (r) => { if (r.status() === 404) missing.push(r.url()); });
 
     // Log in once: the token goes in the form, a session cookie comes back.
     await page.goto(`${c.url}/`);
@@ -139,6 +142,7 @@ describe("the console in Chromium", () => {
     await page.getByRole("heading", { name: "Outbox backlog" }).waitFor();
     await screenshot(page, "status");
     expect(violations).toEqual([]);
+    expect(missing).toEqual([]);
     expect((await f.ops.listQuarantineEntries()).map((e) => e.reason)).toEqual(["conflict"]);
   }, 120_000);
 });

@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import type amqp from "amqplib";
 import { afterAll, expect, it } from "vitest";
+import { amqpUrl } from "../support/broker.js";
 import { type NodeNumber, cluster, killNode, restartNode } from "../support/cluster.js";
 
 const queues: string[] = [];
@@ -53,8 +54,10 @@ it("three nodes form one cluster, each sees all three running", async () => {
     expect(await cluster.clusterMembers(node)).toEqual([1, 2, 3]);
     expect(await cluster.clusterRunningNodes(node)).toEqual([1, 2, 3]);
   }
-  // Not the system broker: each URL is a node of this cluster, on its own port.
-  expect(cluster.urls).toEqual(["amqp://guest:guest@127.0.0.1:5701", "amqp://guest:guest@127.0.0.1:5702", "amqp://guest:guest@127.0.0.1:5703"]);
+  // Not the system broker: each URL is a node of this cluster, on its own port (TEST_CLUSTER_PORT and the next two).
+  const ports = cluster.urls.map((url) => Number(new URL(url).port));
+  expect(ports).toEqual([cluster.basePort, cluster.basePort + 1, cluster.basePort + 2]);
+  expect(ports).not.toContain(Number(new URL(amqpUrl).port || 5672));
 });
 
 it("a quorum queue survives kill -9 of its leader's node: every confirmed message consumed through another node, and the node rejoins on restart", async () => {

@@ -3,7 +3,7 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { deleteConsumerQueues } from "../support/broker.js";
+import { amqpUrl, deleteConsumerQueues } from "../support/broker.js";
 import { createPgSchema } from "../support/databases.js";
 
 const run = promisify(execFile);
@@ -20,7 +20,8 @@ describe("examples/byo-transaction", () => {
       const queue = `ri.test.byo-example.${example}.${randomBytes(4).toString("hex")}`;
       cleanups.push(() => deleteConsumerQueues(queue));
       const { stdout } = await run("npx", ["tsx", `examples/byo-transaction/${example}.ts`], {
-        env: { ...process.env, DATABASE_URL: schema.url, QUEUE: queue }, timeout: 50_000,
+        // The broker and database the tests use (TEST_AMQP_URL, TEST_PG_URL): the queues are declared where the cleanup deletes them.
+        env: { ...process.env, DATABASE_URL: schema.url, AMQP_URL: amqpUrl, QUEUE: queue }, timeout: 50_000,
       });
       expect(stdout).toContain(`${example}: applied 2, duplicate 1, quarantined conflict`);
       expect(stdout).toMatch(/= 350 cents/);

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { KNEX_INBOX_QUERY_CONTEXT, fromKnexMysql, knexStore } from "../../src/adapters/knex.js";
 import { InboxConfigError, InboxPipeline, silentLogger } from "../../src/index.js";
 import { describeByoTransactionMysql } from "../support/byo-transaction-mysql.js";
-import { createMysqlDatabase, pgUrl } from "../support/databases.js";
+import { createMysqlDatabase, mysqlUrl, pgUrl } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 
 function openKnex(url: string, config: Partial<Knex.Config> = {}): Knex {
@@ -25,7 +25,7 @@ describeByoTransactionMysql<Knex.Transaction>("knex", (url) => {
 
 describe("knex adapter on MySQL", () => {
   it("tells the mysql2 client from the pg client by its dialect", async () => {
-    const onMysql = openKnex("mysql://root@127.0.0.1:3306/test");
+    const onMysql = openKnex(mysqlUrl);
     const onPg = knexFactory({ client: "pg", connection: pgUrl });
     try {
       expect(knexStore(onMysql).dialect).toBe("mysql");

@@ -14,7 +14,18 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { loadDriver, packageOf } from "../../src/store/load-driver.js";
 import { createSqliteFile, createPgSchema } from "../support/databases.js";
+import { redactSecrets } from "../../src/core/redact-secrets.js";
+import { amqpUrl } from "../support/broker.js";
 import { type CliRun, ROOT, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
+
+/** The tests' broker (TEST_AMQP_URL) with another virtual host. */
+function onVhost(vhost: string): string {
+  const url = new URL(amqpUrl);
+  url.pathname = `/${vhost}`;
+  return url.toString();
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -25,6 +36,8 @@ afterEach(async () => {
 function run(command: string[], env: Record<string, string>, cwd = ROOT): Promise<CliRun> {
   const base: NodeJS.ProcessEnv = { ...process.env };
   for (const name of ["NODE_OPTIONS", "DATABASE_URL", "AMQP_URL", "LEDGER_QUEUE", "RABBIT_INBOX_FAULT"]) delete base[name];
+  // The broker the tests use (TEST_AMQP_URL), unless a case names another.
+  base.AMQP_URL = amqpUrl;
   return new Promise((done, fail) => {
     const child = spawn(command[0]!, command.slice(1), { cwd, env: { ...base, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
@@ -59,8 +72,9 @@ describe("the ledger says whether the broker or the database failed", () => {
     const [database, broker, vhost, badUrl] = await Promise.all([
       ledger({ DATABASE_URL: "postgres://postgres:S3cretPW@127.0.0.1:1/test" }),
       ledger({ DATABASE_URL: file.file, AMQP_URL: "amqp://guest:guest@127.0.0.1:1" }),
-      ledger({ DATABASE_URL: file.file, AMQP_URL: `amqp://guest:guest@127.0.0.1:5672/ri-no-such-vhost-${randomBytes(3).toString("hex")}` }),
-      ledger({ DATABASE_URL: "postgres://postgres:pa#ss@127.0.0.1:5432/test" }),
+      ledger({ DATABASE_URL: file.file, AMQP_URL: onVhost(`ri-no-such-vhost-${randomBytes(3).toString("hex")}`) }),
+      // Never parsed, never reached: the host does not matter.
+      ledger({ DATABASE_URL: "postgres://postgres:pa#ss@db.invalid:5432/test" }),
     ]);
     for (const r of [database, broker, vhost, badUrl]) expect(r.code).toBe(1);
     expect(lastPlainLine(database)).toMatch(/^ledger: database \(DATABASE_URL=postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:1\/test\): .*ECONNREFUSED/);
@@ -101,11 +115,11 @@ describe("rabbit-inbox: clear errors", () => {
 
   it("an unparsable URL names the variable or option it came from, exit 2", async () => {
     const [fromEnv, fromOption] = await Promise.all([
-      runRabbitInbox(["status"], { DATABASE_URL: "postgres://postgres:pa#ss@127.0.0.1:5432/test" }),
-      runRabbitInbox(["status", "--database-url", "mysql://root:pa#ss@127.0.0.1:3306/test"]),
+      runRabbitInbox(["status"], { DATABASE_URL: "postgres://postgres:pa#ss@db.invalid:5432/test" }),
+      runRabbitInbox(["status", "--database-url", "mysql://root:pa#ss@db.invalid:3306/test"]),
     ]);
-    expectOneLine(fromEnv, 2, /^rabbit-inbox: DATABASE_URL is not a valid URL \(postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:5432\/test\): percent-encode @ : \/ \? #/);
-    expectOneLine(fromOption, 2, /^rabbit-inbox: --database-url is not a valid URL \(mysql:\/\/root:\*\*\*@127\.0\.0\.1:3306\/test\)/);
+    expectOneLine(fromEnv, 2, /^rabbit-inbox: DATABASE_URL is not a valid URL \(postgres:\/\/postgres:\*\*\*@db\.invalid:5432\/test\): percent-encode @ : \/ \? #/);
+    expectOneLine(fromOption, 2, /^rabbit-inbox: --database-url is not a valid URL \(mysql:\/\/root:\*\*\*@db\.invalid:3306\/test\)/);
     expect(fromEnv.stderr + fromOption.stderr).not.toContain("pa#ss");
   });
 
@@ -115,11 +129,11 @@ describe("rabbit-inbox: clear errors", () => {
     expect((await runRabbitInbox(["migrate"], { DATABASE_URL: file.file })).code).toBe(0);
     const vhost = `ri-no-such-vhost-${randomBytes(3).toString("hex")}`;
     const [missing, unparsable] = await Promise.all([
-      runRabbitInbox(["doctor", "--queue", "q", "--amqp-url", `amqp://guest:guest@127.0.0.1:5672/${vhost}`], { DATABASE_URL: file.file }),
-      runRabbitInbox(["doctor", "--queue", "q", "--amqp-url", "amqp://guest:gu#est@127.0.0.1:5672"], { DATABASE_URL: file.file }),
+      runRabbitInbox(["doctor", "--queue", "q", "--amqp-url", onVhost(vhost)], { DATABASE_URL: file.file }),
+      runRabbitInbox(["doctor", "--queue", "q", "--amqp-url", "amqp://guest:gu#est@db.invalid:5672"], { DATABASE_URL: file.file }),
     ]);
     expect(missing.code).toBe(1);
-    expect(missing.stdout).toMatch(new RegExp(`^FAIL\\s+broker: cannot connect to amqp://guest:\\*\\*\\*@127\\.0\\.0\\.1:5672/${vhost}: RabbitMQ refused to open virtual host "${vhost}"`, "m"));
+    expect(missing.stdout).toMatch(new RegExp(`^FAIL\\s+broker: cannot connect to ${escapeRegExp(redactSecrets(onVhost(vhost)))}: RabbitMQ refused to open virtual host "${vhost}"`, "m"));
     expect(missing.stdout).not.toContain("ConnectionOpenOk");
     expect(unparsable.stdout).toMatch(/^FAIL\s+broker: cannot connect to .*: not a valid AMQP URL .*percent-encode/m);
     expect(unparsable.stdout).not.toContain("gu#est");

@@ -5,7 +5,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
+import { brokerNodeLabel } from "../../src/amqp/broker-connection.js";
+import { amqpUrl, deleteQueues, drainQueue, withChannel } from "../support/broker.js";
 import { createEmptyDatabase, createSqliteFile } from "../support/databases.js";
 import { outboxTableAt } from "../support/outbox.js";
 import { type CliRun, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
@@ -197,7 +198,7 @@ describe.each(TEST_DATABASES)("rabbit-inbox on %s", (kind) => {
     expect((await f.ops.getQuarantineEntry(invalid!.id))?.status).toBe("discarded");
     expect((await rabbitInboxJson<Listed[]>(["quarantine", "list"], env)).map((e) => e.id)).not.toContain(invalid!.id);
     expect((await rabbitInboxJson<Listed[]>(["quarantine", "list", "--status", "discarded"], env)).map((e) => e.id)).toEqual([invalid!.id]);
-    expectOneLineError(await runRabbitInbox(["quarantine", "discard", String(invalid!.id), "--reason", "twice"], env), 1, /was discarded/);
+    expectOneLineError(await runRabbitInbox(["quarantine", "discard", String(invalid!.id), "--reason", "twice"], env), 3, /was discarded \(audit #\d+ by ops-alice at /);
     const shownAudit = await rabbitInboxJson<{ audit: Array<{ action: string; actor: string }> }>(["quarantine", "show", String(invalid!.id)], env);
     expect(shownAudit.audit).toEqual([expect.objectContaining({ action: "discard", actor: "ops-alice" })]);
   });
@@ -260,8 +261,10 @@ describe.each(TEST_DATABASES)("rabbit-inbox on %s", (kind) => {
       await ch.assertQueue(queue, { durable: true });
       await ch.assertQueue(`${queue}.quarantine`, { durable: true });
     });
-    const ok = await rabbitInboxJson<{ ok: boolean; checks: Array<{ check: string; status: string }> }>(["doctor", "--queue", queue], env);
+    const ok = await rabbitInboxJson<{ ok: boolean; checks: Array<{ check: string; status: string; detail: string }> }>(["doctor", "--queue", queue], env);
     expect(ok.ok).toBe(true);
+    // Without --amqp-url the command checks the broker the tests use (TEST_AMQP_URL), where the queues were declared.
+    expect(ok.checks.find((c) => c.check === "broker")?.detail).toBe(`connected to ${brokerNodeLabel(amqpUrl)}`);
     expect(ok.checks.map((c) => [c.check, c.status])).toEqual([
       ["schema", "ok"], ["quarantine", "ok"], ["outbox", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
     ]);

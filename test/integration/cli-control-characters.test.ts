@@ -18,14 +18,21 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-/** What a terminal acts on: C0 controls but tab and newline, DEL, C1 controls, bidi controls. */
+/**
+ * What a terminal acts on or hides: C0 controls but tab and newline, DEL, C1 controls, bidi
+ * controls, zero-width characters; and a combining mark (none of this test's text needs one
+ * but its decomposed look-alike id).
+ */
 // eslint-disable-next-line no-control-regex
-const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
+const RAW_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]|\p{M}/u;
 
 const COLOUR = "\x1b[31m";
 const TITLE = "\x1b]0;pwned-title\x07";
 const CSI8 = "\u009b2J"; // the 8-bit form of ESC [ (clear screen)
 const RLO = "\u202e"; // right-to-left override
+const SPOOFED = `evt-${RLO}gnp.exe`; // reads "evt-exe.png"
+const CAFE_NFC = "caf\u00e9";
+const CAFE_NFD = "cafe\u0301"; // the same on screen, another account for the inbox
 
 function expectInert(run: CliRun, what: string): void {
   expect(run.code, `${what}: ${run.stderr}`).toBe(0);
@@ -60,17 +67,21 @@ describe("control characters from messages are shown inert", () => {
       { type: "account.opened", tenant: "t1", event_id: "e-open", account_id: "a" },
       { type: "balance.adjusted", tenant: "t1", event_id: conflictId, account_id: "a", delta_cents: 10 },
       { type: "balance.adjusted", tenant: "t1", event_id: "e-missing", account_id: missingAccount, delta_cents: 5 },
+      { type: "account.opened", tenant: "t1", event_id: "e-open-nfc", account_id: CAFE_NFC },
+      { type: "account.opened", tenant: "t1", event_id: "e-open-nfd", account_id: CAFE_NFD },
+      { type: "balance.adjusted", tenant: "t1", event_id: SPOOFED, account_id: "zw\u200bac\ufeffct", delta_cents: 1 },
     ]);
-    await ledger.waitForSettled(4);
+    await ledger.waitForSettled(8);
     await publishAll(queue, [{ type: "balance.adjusted", tenant: "t1", event_id: conflictId, account_id: "a", delta_cents: 10, note: `${COLOUR}${TITLE}` }]);
     await publishAll(queue, [`not json ${COLOUR}RED${TITLE} ${CSI8} ${RLO}evil`], { messageId: `m${RLO}1`, headers: { "x-note": `${TITLE}${CSI8}` } });
-    await ledger.waitForSettled(6);
+    await ledger.waitForSettled(10);
 
     const env = { DATABASE_URL: databaseUrl };
     type Listed = { id: number; reason: string; event_id: string | null; detail: string };
     const listed = await rabbitInboxJson<Listed[]>(["quarantine", "list"], env);
-    expect(listed.map((e) => e.reason)).toEqual(["account_missing", "conflict", "invalid"]);
-    const [missing, conflict, invalid] = listed;
+    expect(listed.map((e) => e.reason)).toEqual(["account_missing", "account_missing", "conflict", "invalid"]);
+    const [missing, spoofed, conflict, invalid] = listed;
+    expect(spoofed!.event_id).toBe(SPOOFED);
     // JSON output: the exact values after parsing, no raw control character in the text.
     expect(conflict!.event_id).toBe(conflictId);
     expect(missing!.detail).toContain(missingAccount);
@@ -85,6 +96,11 @@ describe("control characters from messages are shown inert", () => {
     const list = await runRabbitInbox(["quarantine", "list"], env);
     expectInert(list, "quarantine list");
     expect(list.stdout).toContain("e-\\x9b2J-\\u202e1");
+    expect(list.stdout).toContain("evt-\\u202egnp.exe");
+    const showSpoofed = await runRabbitInbox(["quarantine", "show", String(spoofed!.id)], env);
+    expectInert(showSpoofed, "quarantine show (a spoofed file name)");
+    expect(showSpoofed.stdout).toMatch(/event_id +evt-\\u202egnp\.exe/);
+    expect(showSpoofed.stdout).toContain("zw\\u200bac\\ufeffct");
     const showInvalid = await runRabbitInbox(["quarantine", "show", String(invalid!.id)], env);
     expectInert(showInvalid, "quarantine show (invalid)");
     expect(showInvalid.stdout).toContain("not json \\x1b[31mRED\\x1b]0;pwned-title\\x07 \\x9b2J \\u202eevil");
@@ -98,12 +114,23 @@ describe("control characters from messages are shown inert", () => {
     expectInert(diff, "quarantine diff");
     expect(diff.stdout).toContain(conflictId.replace(CSI8, "\\x9b2J").replace(RLO, "\\u202e"));
     expectInert(await runRabbitInbox(["status"], env), "status");
+    const doctor = await runRabbitInbox(["doctor"], env);
+    expectInert({ ...doctor, code: 0 }, "doctor");
+    expect(doctor.stdout).toMatch(/^WARN {2}look-alike ids: .*held entr.* e\.g\. #\d+: tenant t1, event evt-\\u202egnp\.exe/m);
+    expect(doctor.stdout).toMatch(/^ {6}fix: ids are compared byte for byte/m);
     expectInert(await runRabbitInbox(["quarantine", "show", "999999"], env).then((r) => ({ ...r, code: r.code === 1 ? 0 : r.code })), "an error");
 
     // The ledger's own listing: inert text, and JSON whose ids are the command's entry ids.
     const ledgerText = await ledgerCli(["quarantine"], databaseUrl);
     expectInert(ledgerText, "ledger quarantine");
     expect(ledgerText.stdout).toContain("acct\\u202e\\x9b");
+    // Two accounts that look alike: the decomposed one shows its combining mark.
+    const balances = await ledgerCli(["balances"], databaseUrl);
+    expectInert(balances, "ledger balances");
+    expect(balances.stdout.split("\n")).toEqual(expect.arrayContaining(["t1\tcaf\u00e9\t0", "t1\tcafe\\u0301\t0"]));
+    const balancesJson = await ledgerCli(["balances", "--json"], databaseUrl);
+    expectInert(balancesJson, "ledger balances --json");
+    expect((JSON.parse(balancesJson.stdout) as Array<{ account_id: string }>).map((b) => b.account_id)).toEqual(expect.arrayContaining([CAFE_NFC, CAFE_NFD]));
     const ledgerJson = await ledgerCli(["quarantine", "--json"], databaseUrl);
     expectInert(ledgerJson, "ledger quarantine --json");
     const ledgerEntries = await cliQuarantine(databaseUrl);

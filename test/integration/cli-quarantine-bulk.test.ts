@@ -102,8 +102,14 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
     await usage(["quarantine", "discard", "--group", "nope", "--reason", "x"], /--group must be a group key/);
     await usage(["quarantine", "discard", "--all", "--handler", HANDLER, "--reason", "x"], /leave out the filter flags, or --all/);
     await usage(["quarantine", "list", "--until", "2026-99-01"], /--until takes an ISO time/);
+    // A time the database would refuse (PostgreSQL: "timestamp out of range") is a usage error first.
+    await usage(["quarantine", "list", "--since", "99999999d"], /^rabbit-inbox: --since "99999999d" is out of range: times run from 0001-01-01 to 9999-12-31/);
+    await usage(["quarantine", "groups", "--until", "99999999d"], /^rabbit-inbox: --until "99999999d" is out of range/);
+    await usage(["quarantine", "discard", "--since", "99999999d", "--reason", "x", "--dry-run"], /--since "99999999d" is out of range/);
     await usage(["quarantine", "replay", "--all", "--reason", "x", "--concurrency", "65"], /--concurrency takes 1 to 64, got 65/);
     await usage(["quarantine", "replay", "--all", "--reason", "x", "--resume-after", "soon"], /--resume-after takes a duration/);
+    await usage(["quarantine", "replay", "--all", "--reason", "x", "--again"], /--again replays one entry \(give its id\): a bulk replay selects held entries only/);
+    await usage(["quarantine", "replay", "1", "--again"], /--again overrides a safety check: give the --reason/);
     expect((await f.ops.listQuarantineEntries()).map((e) => e.reason)).toEqual(["conflict"]);
   });
 });

@@ -1,7 +1,7 @@
 /**
  * The operator's quarantine workflow against the running ledger (real broker, real database,
  * real processes): an `account_missing` event replayed after the account is opened is applied
- * exactly once (a second replay is a duplicate); a conflict replayed with --accept-new replaces
+ * exactly once (a second replay is refused: the inbox holds that version); a conflict replayed with --accept-new replaces
  * the stored version and applies the new one; a discard keeps its audit row.
  */
 import { randomBytes } from "node:crypto";
@@ -53,28 +53,26 @@ describe.each(TEST_DATABASES)("quarantine replay and discard with the ledger on 
     expect(replay.stdout).toMatch(/^replayed quarantine entry #\d+ to queue \S+ \(confirmed; audit #\d+ by ops-carol\)/);
     await ledger.waitForSettled(7);
     expect(await balances()).toEqual({ a: 100, b: 70 });
-    // Replaying it again cannot apply it twice: the dedup record makes it a duplicate.
-    expect((await runRabbitInbox(["quarantine", "replay", String(missing!.id), "--reason", "again, by mistake"], env)).code).toBe(0);
-    await ledger.waitForSettled(8);
-    expect(ledger.settled()).toMatchObject({ duplicate: 1 });
+    // Replaying it again is refused: the inbox holds this version, nothing is published.
+    const again = await runRabbitInbox(["quarantine", "replay", String(missing!.id), "--reason", "again, by mistake"], env);
+    expect(again.code).toBe(3);
+    expect(again.stderr).toMatch(/was replayed \(audit #\d+ by ops-carol at .*\) and applied: the inbox holds this version; nothing to replay/);
     expect(await balances()).toEqual({ a: 100, b: 70 });
     const shown = await rabbitInboxJson<Shown>(["quarantine", "show", String(missing!.id)], env);
     expect(shown.status).toBe("replayed");
-    expect(shown.audit.map((a) => [a.action, a.actor, a.reason])).toEqual([
-      ["replay", "ops-carol", "account b opened"], ["replay", "ops-carol", "again, by mistake"],
-    ]);
+    expect(shown.audit.map((a) => [a.action, a.actor, a.reason])).toEqual([["replay", "ops-carol", "account b opened"]]);
     expect(shown.audit.every((a) => a.published_at !== null)).toBe(true);
 
     // The conflict: a plain replay still conflicts.
     expect((await runRabbitInbox(["quarantine", "replay", String(conflict!.id)], env)).code).toBe(0);
-    await ledger.waitForSettled(9);
+    await ledger.waitForSettled(8);
     expect((await rabbitInboxJson<Entry[]>(["quarantine", "list", "--reason", "conflict"], env))[0]).toMatchObject({ id: conflict!.id, status: "held", occurrences: 2 });
     // The operator compensates the stored version (-100), then lets the new version win.
     await publishAll(queue, [adjusted("e-a1-undo", "a", -100)]);
-    await ledger.waitForSettled(10);
+    await ledger.waitForSettled(9);
     const accept = await runRabbitInbox(["quarantine", "replay", String(conflict!.id), "--accept-new", "--reason", "producer corrected the amount to 150"], env);
     expect(accept.code).toBe(0);
-    await ledger.waitForSettled(11);
+    await ledger.waitForSettled(10);
     expect(await balances()).toEqual({ a: 150, b: 70 });
     const storedNow = (await readLedgerTables(databaseUrl)).inbox.find((r) => r.event_id === "e-a1")!.fingerprint;
     const conflictEntry = await rabbitInboxJson<Shown & { fingerprint: string }>(["quarantine", "show", String(conflict!.id)], env);
@@ -83,7 +81,7 @@ describe.each(TEST_DATABASES)("quarantine replay and discard with the ledger on 
 
     // The old version comes back: now it is the conflicting one. Discarded, with its audit.
     await publishAll(queue, [adjusted("e-a1", "a", 100)]);
-    await ledger.waitForSettled(12);
+    await ledger.waitForSettled(11);
     const [oldAgain] = (await rabbitInboxJson<Entry[]>(["quarantine", "list", "--reason", "conflict"], env)).filter((e) => e.id !== conflict!.id);
     const discard = await runRabbitInbox(["quarantine", "discard", String(oldAgain!.id), "--reason", "superseded by the corrected event"], env);
     expect(discard.code).toBe(0);

@@ -78,6 +78,15 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     expect(cookie).not.toContain(TEST_TOKEN);
     const listed = await c.call("/api/quarantine", { headers: { cookie: cookie.split(";")[0]! } });
     expect(listed.status).toBe(200);
+    // The icon, like the stylesheet, needs no login: a browser asks for it on the login page too.
+    const page1 = await (await c.call("/", { headers: { cookie: cookie.split(";")[0]! } })).text();
+    expect(page1).toContain('<link rel="icon" href="/assets/favicon.svg" type="image/svg+xml">');
+    for (const path of ["/assets/favicon.svg", "/favicon.ico"]) {
+      const icon = await c.call(path);
+      expect(icon.status, path).toBe(200);
+      expect(icon.headers.get("content-type"), path).toBe("image/svg+xml");
+      expect(await icon.text(), path).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    }
     expect((await c.call("/api/quarantine", { headers: bearer })).status).toBe(200);
   });
 
@@ -136,6 +145,27 @@ describe.each(TEST_DATABASES)("console API on %s", (kind) => {
     expect(((await get(`/api/quarantine?since=${past}&until=${future}`)) as Listed).entries).toHaveLength(5);
     expect(((await get("/api/quarantine?text=NOT%20VALID%20json")) as Listed).entries.map((e) => e.reason)).toEqual(["invalid", "invalid", "invalid"]);
     expect((await c.call("/api/quarantine?since=yesterday", { headers: bearer })).status).toBe(400);
+    // Values the database would refuse are refused first, naming the parameter: never a 500 with the database's text.
+    for (const [path, message] of [
+      ["/api/quarantine?since=99999999d", /^since "99999999d" is out of range: times run from 0001-01-01/],
+      ["/api/groups?until=99999999d", /^until "99999999d" is out of range/],
+      ["/api/audit?limit=-1", /^limit must be a positive integer, not "-1"/],
+      ["/api/audit?limit=0", /^limit must be a positive integer, not "0"/],
+      ["/api/audit?limit=abc", /^limit must be a positive integer, not "abc"/],
+      ["/api/audit?limit=501", /^limit is at most 500/],
+      ["/api/audit?before=-3", /^before must be a positive integer, not "-3"/],
+      ["/api/audit?before=1e3", /^before must be a positive integer, not "1e3"/],
+    ] as const) {
+      const r = await c.call(path, { headers: bearer });
+      expect(r.status, path).toBe(400);
+      expect((await json(r)).error, path).toMatch(message);
+    }
+    const { cookie } = await c.login(TEST_TOKEN);
+    for (const path of ["/entries?since=99999999d", "/audit?before=-1", "/?until=99999999d"]) {
+      const r = await c.call(path, { headers: { cookie } });
+      expect(r.status, path).toBe(400);
+      expect(await r.text(), path).not.toMatch(/internal error|PostgreSQL|out of range: "/);
+    }
     // Times read as the command's flags read them: a duration ago, and the same refusals.
     expect(((await get("/api/quarantine?since=1h")) as Listed).entries).toHaveLength(5);
     expect(((await get("/api/quarantine?until=1h")) as Listed).entries).toEqual([]);

@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
+import { amqpUrl } from "../support/broker.js";
 import { createPgSchema, pgUrl } from "../support/databases.js";
 import { ROOT, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { isTestDatabaseSelected } from "../support/test-databases.js";
@@ -20,7 +21,7 @@ const PASSWORD = "s3cr3t-console-pw";
 
 /** Starts the command; resolves with the URL it prints once listening. */
 function serve(args: string[], env: Record<string, string>): Promise<{ child: ChildProcess; url: string; output: () => string }> {
-  const childEnv: NodeJS.ProcessEnv = { ...process.env, ...env };
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, AMQP_URL: amqpUrl, ...env };
   delete childEnv.NODE_OPTIONS;
   if (!env.RABBIT_INBOX_CONSOLE_TOKEN) delete childEnv.RABBIT_INBOX_CONSOLE_TOKEN;
   const child = spawn(process.execPath, [join(ROOT, "bin/rabbit-inbox.js"), "console", ...args], { cwd: ROOT, env: childEnv, stdio: ["ignore", "pipe", "pipe"] });

@@ -107,21 +107,31 @@ export class RabbitNodeSet {
   }
 
   /** kill -9 of the node's Erlang VM: a crash, not a shutdown. Resolves once the process is gone. */
-  async killNode(node: NodeNumber): Promise<void> {
-    this.check(node);
-    await this.script("kill", String(node));
+  killNode(node: NodeNumber): Promise<void> {
+    return this.onNode("kill", node);
   }
 
   /** A clean shutdown of one node (its data stays). */
-  async stopNode(node: NodeNumber): Promise<void> {
-    this.check(node);
-    await this.script("stop-node", String(node));
+  stopNode(node: NodeNumber): Promise<void> {
+    return this.onNode("stop-node", node);
+  }
+
+  /**
+   * Freezes the node's Erlang VM (SIGSTOP): its connections stay open and nothing it holds
+   * moves, and the other nodes do not count it out, until resumeNode. A start resumes it too.
+   */
+  pauseNode(node: NodeNumber): Promise<void> {
+    return this.onNode("pause", node);
+  }
+
+  /** Lets a paused node go on (SIGCONT). */
+  resumeNode(node: NodeNumber): Promise<void> {
+    return this.onNode("resume", node);
   }
 
   /** Starts a killed or stopped node again; resolves when it accepts AMQP connections. */
   async restartNode(node: NodeNumber): Promise<void> {
-    this.check(node);
-    await this.script("restart", String(node));
+    await this.onNode("restart", node);
     await this.waitForAmqp(node);
   }
 
@@ -294,6 +304,12 @@ export class RabbitNodeSet {
       .map((n) => this.nodeNumber(n.trim()))
       .filter((n): n is NodeNumber => n !== undefined)
       .sort((a, b) => a - b);
+  }
+
+  /** The script's command for one node of the set. */
+  private async onNode(command: "kill" | "stop-node" | "pause" | "resume" | "restart", node: NodeNumber): Promise<void> {
+    this.check(node);
+    await this.script(command, String(node));
   }
 
   private check(node: NodeNumber): void {

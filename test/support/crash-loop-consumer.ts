@@ -13,6 +13,7 @@ import { writeSync } from "node:fs";
 import { InboxConsumer, type InboxHandler, createJsonLogger, openStore, quorumQueueArguments } from "../../src/index.js";
 import type { PgClient } from "../../src/store/postgres/index.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
+import { amqpUrl } from "./broker.js";
 
 interface Effect { tenant: string; event_id: string }
 
@@ -41,7 +42,7 @@ async function main(): Promise<void> {
       },
     } satisfies InboxHandler<Effect, SqliteDatabase>;
   const consumer = new InboxConsumer<Effect, unknown>({
-    url: process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672",
+    url: process.env.AMQP_URL ?? amqpUrl,
     queue: process.env.QUEUE ?? "",
     store: store,
     handler: handler,

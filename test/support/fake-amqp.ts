@@ -92,10 +92,14 @@ export class FakeBroker {
   /**
    * Commands the broker refuses next, once each, closing the channel with this error (a
    * resource-locked queue, an access refusal): `failNext.consume = "403 ACCESS_REFUSED"`.
+   * `failNext.channel`: the next channel open fails with this error (the connection stays).
    */
-  readonly failNext: Partial<Record<"consume" | "cancel", string>> = {};
-  /** Decides each confirm: true acks it, false nacks it, "hold" never answers. Default: ack. */
-  confirmPolicy: (routingKey: string, properties: Record<string, unknown>) => boolean | "hold" = () => true;
+  readonly failNext: Partial<Record<"consume" | "cancel" | "channel", string>> = {};
+  /**
+   * Decides each confirm: true acks it, false nacks it, "hold" never answers. Default: ack.
+   * `on` names the channel the publish came on (a channel can be refused whatever it sends).
+   */
+  confirmPolicy: (routingKey: string, properties: Record<string, unknown>, on: { connection: number; channel: number }) => boolean | "hold" = () => true;
   private nextConnection = 1;
   private nextConsumerTag = 1;
 
@@ -272,6 +276,11 @@ export class FakeConnection extends EventEmitter {
 
   private openChannel(confirm: boolean): Promise<FakeChannel> {
     if (!this.open) return Promise.reject(new Error("Connection closed"));
+    const refused = this.broker.failNext.channel;
+    if (refused !== undefined) {
+      delete this.broker.failNext.channel;
+      return Promise.reject(new Error(refused));
+    }
     const channel = new FakeChannel(this, this.nextChannel++, confirm);
     this.channels.push(channel);
     return Promise.resolve(channel);
@@ -501,7 +510,7 @@ export class FakeChannel extends EventEmitter {
     this.broker.frames.push({ op: "publish", channel: this.number, connection: this.connection.number, exchange, routingKey, content, properties });
     // A nacked publish is one the broker did not take: it reaches no queue. (RabbitMQ may
     // also nack a message it did enqueue; the library treats both alike, as unconfirmed.)
-    const verdict = this.confirm && callback ? this.broker.confirmPolicy(routingKey, properties) : true;
+    const verdict = this.confirm && callback ? this.broker.confirmPolicy(routingKey, properties, { connection: this.connection.number, channel: this.number }) : true;
     const reached = verdict === false ? [] : this.broker.route(exchange, routingKey, content, properties);
     if (reached.length === 0 && mandatory === true && verdict !== false) {
       setImmediate(() => this.emit("return", { content, fields: { exchange, routingKey, replyCode: 312, replyText: "NO_ROUTE" }, properties }));

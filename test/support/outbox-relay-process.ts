@@ -15,12 +15,13 @@
  */
 import { writeSync } from "node:fs";
 import { OutboxRelay, type RelayFaultPoint, createJsonLogger, describeError, openStore } from "../../src/index.js";
+import { amqpUrl } from "./broker.js";
 
 async function main(): Promise<void> {
   const store = await openStore(process.env.DATABASE_URL ?? "", { source: "DATABASE_URL" });
   const pauseAt = (process.env.RELAY_PAUSE_AT || (process.env.RELAY_PAUSE_AFTER_CONFIRM === "1" ? "after-confirm" : undefined)) as RelayFaultPoint | undefined;
   const relay = new OutboxRelay({
-    url: process.env.AMQP_URL ?? "amqp://guest:guest@127.0.0.1:5672",
+    url: process.env.AMQP_URL ?? amqpUrl,
     store, logger: createJsonLogger({ name: "relay-process" }),
     pollIntervalMs: 100, publishTimeoutMs: 1000, leaseMs: Number(process.env.RELAY_LEASE_MS ?? 3000), cleanupIntervalMs: 0,
     ...(pauseAt ? {

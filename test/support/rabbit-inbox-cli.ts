@@ -15,10 +15,15 @@ export interface CliRun {
   stderr: string;
 }
 
-/** The environment of a child process: this one's, without settings that would leak into it. */
+/**
+ * The environment of a child process: this one's, without settings that would leak into it, and
+ * with AMQP_URL set to the tests' broker (TEST_AMQP_URL), so that a command that publishes (a
+ * replay) or checks the broker (doctor) reaches the broker the test set up, unless `extra` names another.
+ */
 function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ["NODE_OPTIONS", "DATABASE_URL", "AMQP_URL", "RABBIT_INBOX_REPLAY_WINDOW", "RABBIT_INBOX_ACTOR", "RABBIT_INBOX_FAULT", "LEDGER_QUEUE", "LEDGER_RETRY_DELAYS_MS"]) delete env[name];
+  for (const name of ["NODE_OPTIONS", "DATABASE_URL", "AMQP_URL", "RABBIT_INBOX_REPLAY_WINDOW", "RABBIT_INBOX_ACTOR", "RABBIT_INBOX_FAULT", "LEDGER_QUEUE", "LEDGER_RETRY_DELAYS_MS", "LEDGER_SINK_QUEUE"]) delete env[name];
+  env.AMQP_URL = amqpUrl;
   for (const [k, v] of Object.entries(extra)) if (v !== undefined) env[k] = v;
   return env;
 }

@@ -145,6 +145,42 @@ describe("ConfirmedPublisher", () => {
     expect(broker.framesOf("publish")).toEqual([]);
   });
 
+  it("tells its owner of each nack and each confirm, returned or not, and of nothing when the channel closes or the confirm times out", async () => {
+    const told: string[] = [];
+    const publisher = new ConfirmedPublisher(channel as unknown as ConfirmChannel, 50, { nacked: () => told.push("nacked"), confirmed: () => told.push("confirmed") });
+    let verdict: boolean | "hold" = true;
+    broker.confirmPolicy = () => verdict;
+    await publisher.publish("", "work.quarantine", Buffer.from("a"));
+    await rejection(publisher.publish("", "nowhere", Buffer.from("b")));
+    verdict = false;
+    await rejection(publisher.publish("", "work.quarantine", Buffer.from("c")));
+    verdict = "hold";
+    expect((await rejection(publisher.publish("", "work.quarantine", Buffer.from("d")))).message).toBe("no publisher confirm within 50 ms");
+    const closing = rejection(publisher.publish("", "work.quarantine", Buffer.from("e")));
+    channel.on("error", () => undefined);
+    channel.closedByBroker(new Error("Channel closed by server: 404"), "NOT_FOUND");
+    expect((await closing).message).toBe("broker refused the publish: channel closed");
+    expect(told).toEqual(["confirmed", "confirmed", "nacked"]);
+  });
+
+  it("is idle once every publish has its answer: a confirm, a nack or the channel's close", async () => {
+    const publisher = publisherOn();
+    await publisher.whenIdle();
+    broker.confirmPolicy = () => "hold";
+    const held = publisher.publish("", "work.quarantine", Buffer.from("a")).catch(() => undefined);
+    broker.confirmPolicy = () => false;
+    const nacked = publisher.publish("", "work.quarantine", Buffer.from("b")).catch(() => undefined);
+    let idle = false;
+    const whenIdle = publisher.whenIdle().then(() => { idle = true; });
+    await nacked;
+    expect(idle).toBe(false);
+    channel.on("error", () => undefined);
+    channel.closedByBroker(new Error("Channel closed by server: 404"), "NOT_FOUND");
+    await held;
+    await whenIdle;
+    expect(idle).toBe(true);
+  });
+
   it("ignores returns of messages it did not publish, and returns without headers", async () => {
     const publisher = publisherOn();
     expect(() => channel.emit("return", { content: Buffer.from(""), fields: {}, properties: {} })).not.toThrow();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConsoleRequestError, parseFilter } from "../../src/console/console-filter.js";
+import { AuthThrottle } from "../../src/console/auth-throttle.js";
 import { ConsoleSessions, consoleActor, csrfMatches, isLoopbackHost } from "../../src/console/console-sessions.js";
 import { escapeHtml, html } from "../../src/console/html.js";
 import type { IncomingMessage } from "node:http";
@@ -38,6 +39,60 @@ describe("console pieces", () => {
     expect(sessions.callerOf(request({ cookie: `rabbit_inbox_console=${session.id}` }))).toBeNull();
     expect(consoleActor(undefined)).toBe("console");
     expect(new ConsoleSessions(undefined).callerOf(request({}))).toMatchObject({ via: "open", actor: "console" });
+  });
+
+  it("without a token, a page visit's session is stored nowhere: its cookie and CSRF token check out, a forged or expired one does not", () => {
+    let now = 1_000_000;
+    const sessions = new ConsoleSessions(undefined, 60_000, () => now);
+    const visit = sessions.openAnonymous();
+    const cookie = { cookie: `rabbit_inbox_console=${visit.id}` };
+    expect(sessions.callerOf(request(cookie))).toMatchObject({ via: "session", actor: "console", session: { csrf: visit.csrf } });
+    // Another process (another key) does not take it; a changed cookie gets another CSRF token, or none.
+    expect(new ConsoleSessions(undefined, 60_000, () => now).sessionOf(request(cookie))?.csrf).not.toBe(visit.csrf);
+    expect(sessions.sessionOf(request({ cookie: `rabbit_inbox_console=${visit.id.slice(0, -1)}x` }))?.csrf).not.toBe(visit.csrf);
+    expect(sessions.sessionOf(request({ cookie: "rabbit_inbox_console=a.zz.short" }))).toBeNull();
+    // A console with a token never takes an anonymous cookie.
+    expect(new ConsoleSessions("t".repeat(20)).callerOf(request(cookie))).toBeNull();
+    expect(() => new ConsoleSessions("t".repeat(20)).openAnonymous()).toThrow();
+    now += 60_001;
+    expect(sessions.sessionOf(request(cookie))).toBeNull();
+  });
+
+  it("stored sessions are bounded per client: a client's logins push out its own oldest, never another client's", () => {
+    const sessions = new ConsoleSessions("t".repeat(20));
+    const alice = sessions.open("alice", "10.0.0.2");
+    const bobs = Array.from({ length: 50 }, () => sessions.open("bob", "10.0.0.1"));
+    const alive = (id: string) => sessions.sessionOf(request({ cookie: `rabbit_inbox_console=${id}` })) !== null;
+    expect(alive(alice.id)).toBe(true);
+    expect(bobs.filter((b) => alive(b.id))).toEqual(bobs.slice(-20));
+  });
+
+  it("failed authentications: past the limit within the window a client waits, others do not; the block ends with the window", () => {
+    let now = 0;
+    const throttle = new AuthThrottle(3, 60_000, () => now);
+    for (const at of [0, 10_000, 20_000]) {
+      now = at;
+      expect(throttle.blockedFor("a")).toBe(0);
+      throttle.fail("a");
+    }
+    expect(throttle.blockedFor("a")).toBe(40_000);
+    expect(throttle.blockedFor("b")).toBe(0);
+    now = 59_999;
+    expect(throttle.blockedFor("a")).toBe(1);
+    now = 60_000;
+    expect(throttle.blockedFor("a")).toBe(0);
+    throttle.fail("a");
+    expect(throttle.blockedFor("a")).toBe(10_000);
+  });
+
+  it("failed authentications from many clients keep a bounded record", () => {
+    let now = 0;
+    const throttle = new AuthThrottle(2, 1_000, () => now, 100);
+    for (let i = 0; i < 1_000; i++) throttle.fail(`10.0.${i >> 8}.${i & 255}`);
+    expect((throttle as unknown as { failures: Map<string, number[]> }).failures.size).toBeLessThanOrEqual(100);
+    now = 5_000;
+    throttle.fail("x");
+    expect((throttle as unknown as { failures: Map<string, number[]> }).failures.size).toBeLessThanOrEqual(100);
   });
 
   it("an expired session is gone", () => {

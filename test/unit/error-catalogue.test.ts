@@ -11,6 +11,7 @@ import {
   BrokerUnreachableError, CommitOutcomeUnknownError, InboxConfigError, type InboxError, InvalidEventError, PermanentEventError,
   QuarantinePublishError, RetryLaterError, TransientStoreError,
 } from "../../src/core/errors.js";
+import { QuarantineDecisionTakenError } from "../../src/quarantine/quarantine-decision-taken-error.js";
 import { QuarantineOperationError } from "../../src/quarantine/quarantine-operation-error.js";
 import { RetentionGuardError } from "../../src/retention/retention-guard-error.js";
 import { markdownTable, unquoted } from "../support/markdown-table.js";
@@ -61,6 +62,7 @@ describe("the error classes take code and kind from the catalogue", () => {
     ["InboxConfigError", () => new InboxConfigError("m"), "RI_CONFIG"],
     ["RetentionGuardError", () => new RetentionGuardError("m"), "RI_RETENTION_GUARD"],
     ["QuarantineOperationError", () => new QuarantineOperationError("m"), "RI_QUARANTINE_OPERATION"],
+    ["QuarantineDecisionTakenError", () => new QuarantineDecisionTakenError("m", "done", null), "RI_QUARANTINE_DECIDED"],
   ];
 
   it.each(made)("%s raises %s... with the catalogue's kind", (className, make, code) => {

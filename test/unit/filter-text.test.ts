@@ -63,6 +63,16 @@ describe("a quarantine filter typed by an operator", () => {
     for (const group of ["x0123456789abcdef", "0123456789abcdefx"]) expect(refused(() => filterFromText({ group }, now)).field).toBe("group");
     for (const fingerprint of [`x${"a".repeat(64)}`, `${"a".repeat(64)}x`]) expect(refused(() => filterFromText({ fingerprint }, now)).field).toBe("fingerprint");
     expect(refused(() => filterFromText({ group: "?" }, now)).name).toBe("FilterTextError");
+    // A time no database can compare with is the operator's mistake, refused before any query.
+    const far = refused(() => filterFromText({ since: "99999999d" }, now, flag));
+    expect(far.field).toBe("since");
+    expect(far.message).toBe('--since "99999999d" is out of range: times run from 0001-01-01 to 9999-12-31 (UTC)');
+    expect(refused(() => filterFromText({ until: "3000000d" }, now)).message).toMatch(/^until "3000000d" is out of range/);
+    expect(refused(() => filterFromText({ since: "0000-12-31T23:59Z" }, now)).field).toBe("since");
+    expect(refused(() => filterFromText({ until: "9999-12-31T23:00-02:00" }, now)).field).toBe("until");
+    expect(filterFromText({ since: "0001-01-01", until: "9999-12-31T23:59:59.999Z" }, now)).toEqual({
+      since: new Date("0001-01-01T00:00:00.000Z"), until: new Date("9999-12-31T23:59:59.999Z"),
+    });
     expect(refused(() => filterFromText({ fingerprint: "a".repeat(63) }, now)).message).toMatch(/^fingerprint must be a SHA-256/);
     for (const field of ["handler", "reason", "tenant", "text", "since"] as const) {
       const error = refused(() => filterFromText({ [field]: "  " }, now, flag));

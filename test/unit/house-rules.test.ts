@@ -47,3 +47,24 @@ describe("house rules of the source tree", () => {
     }
   });
 });
+
+describe("house rules of the tests", () => {
+  /** Where the services' URLs are read from the environment (TEST_PG_URL, TEST_MYSQL_URL, TEST_AMQP_URL, TEST_CLUSTER_PORT). */
+  const readers = ["test/support/databases.ts", "test/support/broker.ts", "test/support/global-setup.ts", "test/support/cluster.ts"];
+  const tests = [...filesUnder("test", ".ts")].filter((file) => !file.startsWith("test/unit/") && !readers.includes(file));
+
+  it("finds the tests it checks", () => {
+    expect(tests.length).toBeGreaterThan(80);
+  });
+
+  it("reach PostgreSQL, MariaDB, RabbitMQ and the cluster through test/support, so that TEST_PG_URL, TEST_MYSQL_URL, TEST_AMQP_URL and TEST_CLUSTER_PORT move every test", () => {
+    // A URL with a user on a service's default port (one that cannot be parsed, with a #, reaches nothing), or a cluster port.
+    // The same written as a regular expression (`127\.0\.0\.1:5432`) in an expectation counts too.
+    const service = /(?:postgres(?:ql)?|mysql|mariadb|amqp):\/\/[^\s"'`#]*@(?:127\.0\.0\.1|localhost):(?:5432|3306|5672)\b|127\\\.0\\\.0\\\.1:(?:5432|3306|5672)\b|\b570[1-9]\b/g;
+    const offending = tests.flatMap((file) => readFileSync(join(root, file), "utf8").split("\n")
+      .map((line, i) => ({ line, i }))
+      .filter(({ line }) => [...line.matchAll(service)].some((m) => !m[0].includes("#")))
+      .map(({ line, i }) => `${file}:${i + 1}: ${line.trim().slice(0, 120)}`));
+    expect(offending).toEqual([]);
+  });
+});

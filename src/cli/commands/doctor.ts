@@ -4,7 +4,9 @@ import { BrokerConnector } from "../../amqp/broker-connection.js";
 import { CONSISTENT_HASH_PLUGIN, partitionQueueName } from "../../amqp/topology.js";
 import { Command, Option } from "commander";
 import { BrokerUnreachableError, InboxError, describeError } from "../../core/errors.js";
+import { escapeControlCharacters, hasDeceptiveCharacters } from "../../core/control-characters.js";
 import { redactSecrets } from "../../core/logger.js";
+import type { QuarantineCauseCount, QuarantineDetail } from "../../quarantine/quarantine-admin.js";
 import { formatDuration } from "../../retention/duration.js";
 import type { OutboxBacklog } from "../../store/operations.js";
 import { CliError } from "../cli-error.js";
@@ -86,6 +88,12 @@ async function databaseChecks(url: string): Promise<DoctorCheck[]> {
           detail: `${held} entr${held === 1 ? "y" : "ies"} held${hold ? `; the oldest (#${hold.quarantineId}, ${hold.reason}) keeps dedup records from ${hold.holdFrom.toISOString()} out of cleanup` : ""}`,
           fix: "rabbit-inbox quarantine list, then replay or discard each entry",
         });
+    if (held > 0) {
+      const [entries, causes] = await Promise.all([
+        db.operations.listQuarantineEntries({ status: "held", limit: LOOK_ALIKE_SCAN }), db.operations.quarantineCauses({ status: "held" }),
+      ]);
+      checks.push(lookAlikeCheck(entries, causes));
+    }
     checks.push(outboxCheck(await db.operations.outboxBacklog()));
   } catch (caught) {
     const error = namedUrlError(caught, url);
@@ -100,6 +108,34 @@ async function databaseChecks(url: string): Promise<DoctorCheck[]> {
     await db.close();
   }
   return checks;
+}
+
+/** Held entries whose ids the look-alike check reads (their error texts are read for all of them, grouped). */
+const LOOK_ALIKE_SCAN = 1000;
+
+/**
+ * Held entries whose tenant, event id or error text holds characters that make it look like
+ * another (bidi and zero-width characters, text not in NFC: a decomposed `café`). The inbox
+ * compares ids byte for byte, so such an id is another event, and an account named so is another
+ * account: the usual sign is an `account_missing` for an account that seems to exist.
+ */
+export function lookAlikeCheck(entries: readonly QuarantineDetail[], causes: readonly QuarantineCauseCount[]): DoctorCheck {
+  const ids = entries.filter((e) => [e.tenant, e.eventId].some((id) => id !== null && hasDeceptiveCharacters(id)));
+  const texts = causes.filter((c) => hasDeceptiveCharacters(c.detail));
+  if (ids.length === 0 && texts.length === 0) return { check: "look-alike ids", status: "ok", detail: "no held entry's ids or error text hold invisible, bidi or decomposed characters" };
+  const parts: string[] = [];
+  if (ids.length > 0) {
+    const e = ids[0]!;
+    parts.push(`${ids.length} held entr${ids.length === 1 ? "y has" : "ies have"} such ids, e.g. #${e.id}: tenant ${escapeControlCharacters(e.tenant ?? "-")}, event ${escapeControlCharacters(e.eventId ?? "-")}`);
+  }
+  if (texts.length > 0) {
+    const n = texts.reduce((sum, c) => sum + c.entries, 0);
+    parts.push(`${n} held entr${n === 1 ? "y's" : "ies'"} error text holds some, e.g. "${escapeControlCharacters(texts[0]!.detail.slice(0, 120))}"`);
+  }
+  return {
+    check: "look-alike ids", status: "warn", detail: `${parts.join("; ")} (the characters shown as escapes)`,
+    fix: "ids are compared byte for byte: what looks like a known id may be another one. Find the producer that sends them; normalise ids to NFC there, or refuse such ids in the handler's parse",
+  };
 }
 
 /** Unsent outbox rows older than this mean that no relay publishes them (or that it cannot). */

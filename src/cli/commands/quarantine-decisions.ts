@@ -5,6 +5,7 @@ import { bulkDiscard } from "../../quarantine/bulk-discard.js";
 import { bulkReplay } from "../../quarantine/bulk-replay.js";
 import { discardQuarantineEntry } from "../../quarantine/discard.js";
 import type { QuarantineFilter } from "../../quarantine/quarantine-admin.js";
+import { currentFingerprint } from "../../quarantine/current-fingerprint.js";
 import { auditJson, bulkJson } from "../../quarantine/quarantine-json.js";
 import { replayQuarantineEntry } from "../../quarantine/replay.js";
 import { parseDuration } from "../../retention/duration.js";
@@ -91,7 +92,9 @@ async function withInterrupt<T>(work: (signal: AbortSignal) => Promise<T>): Prom
   }
 }
 
-type ReplayFlags = Common & BulkFlags & { resumeAfter: string; reason?: string; actor?: string; acceptNew?: boolean; acceptStale?: boolean; amqpUrl?: string; confirmTimeout: number; rate?: number };
+type ReplayFlags = Common & BulkFlags & {
+  resumeAfter: string; reason?: string; actor?: string; acceptNew?: boolean; acceptStale?: boolean; again?: boolean; amqpUrl?: string; confirmTimeout: number; rate?: number;
+};
 
 export function addReplayCommand(group: Command): void {
   addBulkOptions(group.command("replay")
@@ -101,6 +104,7 @@ export function addReplayCommand(group: Command): void {
     .addOption(new Option("--actor <name>", "who (kept in the audit); default: $RABBIT_INBOX_ACTOR, else user@host"))
     .addOption(new Option("--accept-new", "conflicts: this version replaces the stored one and is applied (compensate the stored version's effects first); a bulk replay skips conflicts without it"))
     .addOption(new Option("--accept-stale", "stale events: let exactly this version past the stale fence (check it was never applied first); a bulk replay skips stale entries without it"))
+    .addOption(new Option("--again", "one entry already replayed and confirmed whose version the inbox has not applied: replay it again (its first copy was lost, e.g. a purged queue); needs --reason"))
     .addOption(new Option("--rate <per-second>", "bulk: at most this many republishes per second").argParser(parseRate))
     .addOption(new Option("--resume-after <duration>", "bulk: finish a replay an earlier run committed but never saw confirmed once it is this old (0s when that run is known to be dead)").default("30s")))
     .addOption(amqpUrlOption())
@@ -110,6 +114,7 @@ export function addReplayCommand(group: Command): void {
     .action(async (idText: string | undefined, options: ReplayFlags) => {
       const filter = bulkSelection(idText, options, "replay");
       if (filter === null && options.rate !== undefined) throw new CliError("--rate paces a bulk replay: select entries with filter flags or --all", 2);
+      if (filter !== null && options.again) throw new CliError("--again replays one entry (give its id): a bulk replay selects held entries only", 2);
       if (filter === null) return replayOne(parseId(idText!), options);
       const resumeAfterMs = (text: string) => {
         try {
@@ -144,19 +149,24 @@ export function addReplayCommand(group: Command): void {
 }
 
 async function replayOne(id: number, options: ReplayFlags): Promise<void> {
-  if ((options.acceptNew || options.acceptStale) && !options.reason?.trim()) {
-    throw new CliError(`--${options.acceptNew ? "accept-new" : "accept-stale"} overrides a safety check: give the --reason`, 2);
-  }
+  const override = options.acceptNew ? "--accept-new" : options.acceptStale ? "--accept-stale" : options.again ? "--again" : null;
+  if (override && !options.reason?.trim()) throw new CliError(`${override} overrides a safety check: give the --reason`, 2);
   await withCurrentSchema(options.databaseUrl, async (db) => {
     const entry = await db.operations.getQuarantineEntry(id);
     if (!entry) throw new CliError(`no quarantine entry #${id}`);
-    if (entry.reason === "conflict" && !options.acceptNew) printNote(`entry #${id} is a conflict: without --accept-new the replay will conflict again (see rabbit-inbox quarantine diff ${id})`);
-    if (entry.reason === "stale" && !options.acceptStale) printNote(`entry #${id} is stale: without --accept-stale the replay will be quarantined as stale again`);
+    if (entry.status === "held") {
+      // Only while the conflict stands: once its new version was accepted the inbox holds it, and a replay would be a duplicate.
+      const current = await currentFingerprint(db.operations, entry);
+      if (entry.reason === "conflict" && !options.acceptNew && current !== entry.fingerprint) {
+        printNote(`entry #${id} is a conflict: without --accept-new the replay will conflict again (see rabbit-inbox quarantine diff ${id})`);
+      }
+      if (entry.reason === "stale" && !options.acceptStale) printNote(`entry #${id} is stale: without --accept-stale the replay will be quarantined as stale again`);
+    }
     const publisher = await AmqpReplayPublisher.connect(amqpUrlFrom(options.amqpUrl), { confirmTimeoutMs: options.confirmTimeout });
     try {
       const result = await replayQuarantineEntry(db.operations, publisher.publish, {
         id, actor: actorFrom(options.actor), reason: options.reason?.trim() || "replayed by an operator",
-        acceptNew: options.acceptNew ?? false, acceptStale: options.acceptStale ?? false,
+        acceptNew: options.acceptNew ?? false, acceptStale: options.acceptStale ?? false, again: options.again ?? false,
       });
       if (options.json) return printJson({ id, queue: result.queue, audit: auditJson(result.audit) });
       printLine(`replayed quarantine entry #${id} to queue ${result.queue} (confirmed; audit #${result.audit.id} by ${result.audit.actor}${result.audit.options ? `, ${result.audit.options}` : ""})`);

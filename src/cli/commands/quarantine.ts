@@ -1,8 +1,9 @@
 import { Command, Option } from "commander";
 import { diffConflict } from "../../quarantine/conflict-diff.js";
+import { currentFingerprint } from "../../quarantine/current-fingerprint.js";
 import { decodePayload } from "../../quarantine/payload-diff.js";
 import { diffJson, entryFullJson, entrySummaryJson, entryWithAuditJson } from "../../quarantine/quarantine-json.js";
-import type { QuarantineStatus } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineDetail, QuarantineStatus } from "../../quarantine/quarantine-admin.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
@@ -43,14 +44,14 @@ export function quarantineCommand(): Command {
       await withCurrentSchema(options.databaseUrl, async (db) => {
         const entry = await db.operations.getQuarantineEntry(id);
         if (!entry) throw new CliError(`no quarantine entry #${id}`);
-        const audit = await db.operations.quarantineAudit(id);
-        if (options.json) return printJson(entryWithAuditJson(entry, audit));
+        const [audit, current] = await Promise.all([db.operations.quarantineAudit(id), currentFingerprint(db.operations, entry)]);
+        if (options.json) return printJson(entryWithAuditJson(entry, audit, current));
         const e = entryFullJson(entry);
         printLine(`quarantine entry #${entry.id}: ${entry.reason} (${entry.status})`);
         const fields: Array<[string, string | number | null]> = [
           ["handler", e.handler], ["tenant", e.tenant], ["event_id", e.event_id], ["queue", e.queue], ["occurrences", e.occurrences],
           ["first_seen", e.first_seen], ["last_seen", e.last_seen], ["event_time", e.event_time], ["fingerprint", e.fingerprint],
-          ["stored_fingerprint", e.stored_fingerprint], ["detail", e.detail],
+          ["stored_fingerprint", e.stored_fingerprint], ["current_fingerprint", currentText(current, entry)], ["detail", e.detail],
         ];
         printTable(["field", "value"], fields.map(([k, v]) => [k, v]));
         printLine();
@@ -100,6 +101,14 @@ export function quarantineCommand(): Command {
   addDiscardCommand(group);
 
   return group;
+}
+
+/** What the inbox holds now for the entry's event, said against the entry's own fingerprints. */
+function currentText(current: string | null, entry: QuarantineDetail): string | null {
+  if (current === null) return entry.tenant === null || entry.eventId === null ? null : "none (no dedup record)";
+  if (current === entry.fingerprint) return `${current} (this version)`;
+  if (current === entry.storedFingerprint) return `${current} (the stored version)`;
+  return `${current} (another version)`;
 }
 
 /** A command that reads one entry: its id, `--database-url` and `--json`. */

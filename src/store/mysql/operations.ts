@@ -2,7 +2,7 @@ import type { EventKey } from "../../core/event.js";
 import type {
   AuditLogPage, AuditRecord, QuarantineCauseCount, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
-import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
+import { checkResolvable, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
 import { nullableText } from "../sql/column-reader.js";
@@ -262,20 +262,19 @@ export class MysqlInboxOperations implements InboxOperations {
 
   async beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
     return this.drivers.readCommitted.transaction(async ({ query }) => {
+      // The row lock makes a second decision on the entry wait for this one, then see it.
       const { rows: [found] } = await query({ text: `SELECT ${QUARANTINE_COLUMNS} FROM ${this.t.quarantine} WHERE id = ? FOR UPDATE`, values: [id] });
       if (!found) throw noSuchEntry(id);
       const entry = detailOf(found);
-      checkResolvable(entry, request);
-      if (request.acceptNew) {
-        const { rows: [stored] } = await query({
-          text: `SELECT fingerprint FROM ${this.t.dedup} WHERE tenant = ? AND handler = ? AND event_id = ?`,
-          values: [utf8(entry.tenant!), utf8(entry.handler), utf8(entry.eventId!)],
-        });
-        checkStoredStillSame(entry, stored ? textOf(stored.fingerprint) : null);
-      }
+      const { rows: [latest] } = await query({ text: `SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE quarantine_id = ? ORDER BY id DESC LIMIT 1`, values: [id] });
+      const { rows: [stored] } = entry.tenant === null || entry.eventId === null ? { rows: [] } : await query({
+        text: `SELECT fingerprint FROM ${this.t.dedup} WHERE tenant = ? AND handler = ? AND event_id = ?`,
+        values: [utf8(entry.tenant), utf8(entry.handler), utf8(entry.eventId)],
+      });
+      checkResolvable(entry, request, { latest: latest ? auditOf(latest) : null, storedFingerprint: stored ? textOf(stored.fingerprint) : null });
       await query({
         text: `INSERT INTO ${this.t.audit} (quarantine_id, action, actor, reason, options) VALUES (?, ?, ?, ?, ?)`,
-        values: [id, request.action, request.actor, request.reason, resolutionOptions(request)],
+        values: [id, request.action, request.actor, request.reason, resolutionOptions(entry, request)],
       });
       // The session's LAST_INSERT_ID() is the audit row's id, whatever the driver reports.
       const { rows: [audit] } = await query({ text: `SELECT ${AUDIT_COLUMNS} FROM ${this.t.audit} WHERE id = LAST_INSERT_ID()`, values: [] });

@@ -2,7 +2,7 @@ import type { EventKey } from "../../core/event.js";
 import type {
   AuditLogPage, AuditRecord, QuarantineCauseCount, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
-import { checkResolvable, noSuchEntry, checkStoredStillSame, resolutionOptions } from "../../quarantine/resolution-rules.js";
+import { checkResolvable, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
 import { nullableDate, nullableText } from "../sql/column-reader.js";
@@ -217,18 +217,19 @@ export class PostgresInboxOperations implements InboxOperations {
 
   async beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
     return this.transaction(async (run) => {
+      // The row lock makes a second decision on the entry wait for this one, then see it.
       const found = await run(`SELECT * FROM ${this.t.quarantine} WHERE id = $1 FOR UPDATE`, [id]);
       if (!found.rows[0]) throw noSuchEntry(id);
       const entry = toDetail(found.rows[0]);
-      checkResolvable(entry, request);
-      if (request.acceptNew) {
-        const stored = await run(
-          `SELECT fingerprint FROM ${this.t.dedup} WHERE handler = $1 AND tenant = $2 AND event_id = $3`,
-          [entry.handler, entry.tenant, entry.eventId],
-        );
-        checkStoredStillSame(entry, stored.rows[0] ? String(stored.rows[0].fingerprint) : null);
-      }
-      const options = resolutionOptions(request);
+      const latest = await run(`SELECT * FROM ${this.t.audit} WHERE quarantine_id = $1 ORDER BY id DESC LIMIT 1`, [id]);
+      const stored = entry.tenant === null || entry.eventId === null ? null : await run(
+        `SELECT fingerprint FROM ${this.t.dedup} WHERE handler = $1 AND tenant = $2 AND event_id = $3`,
+        [entry.handler, entry.tenant, entry.eventId],
+      );
+      checkResolvable(entry, request, {
+        latest: latest.rows[0] ? toAudit(latest.rows[0]) : null, storedFingerprint: stored?.rows[0] ? String(stored.rows[0].fingerprint) : null,
+      });
+      const options = resolutionOptions(entry, request);
       const audit = await run(
         `INSERT INTO ${this.t.audit} (quarantine_id, action, actor, reason, options) VALUES ($1, $2, $3, $4, $5) RETURNING *`,
         [id, request.action, request.actor, request.reason, options],

@@ -2,7 +2,7 @@ import type { EventKey } from "../../core/event.js";
 import type {
   AuditLogPage, AuditRecord, QuarantineCauseCount, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
 } from "../../quarantine/quarantine-admin.js";
-import { checkResolvable, checkStoredStillSame, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
+import { checkResolvable, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
 import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
 import { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK } from "../operations.js";
 import { nullableDate, nullableText } from "../sql/column-reader.js";
@@ -197,20 +197,19 @@ export class SqliteInboxOperations implements InboxOperations {
   }
 
   beginResolution(id: number, request: ResolutionRequest): Promise<AuditRecord> {
+    // BEGIN IMMEDIATE: a second decision on the entry (from any process) waits for this one, then sees it.
     return this.driver.transaction(async ({ query }) => {
       const found = await first(query, "SELECT * FROM rabbit_inbox_quarantine WHERE id = ?", id);
       if (!found) throw noSuchEntry(id);
       const entry = detailOf(found);
-      checkResolvable(entry, request);
-      if (request.acceptNew) {
-        const stored = await first(query, "SELECT fingerprint FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?",
-          entry.tenant, entry.handler, entry.eventId);
-        checkStoredStillSame(entry, stored ? read.text(stored.fingerprint) : null);
-      }
+      const latest = await first(query, "SELECT * FROM rabbit_inbox_quarantine_audit WHERE quarantine_id = ? ORDER BY id DESC LIMIT 1", id);
+      const stored = entry.tenant === null || entry.eventId === null ? undefined
+        : await first(query, "SELECT fingerprint FROM rabbit_inbox_dedup WHERE tenant = ? AND handler = ? AND event_id = ?", entry.tenant, entry.handler, entry.eventId);
+      checkResolvable(entry, request, { latest: latest ? auditOf(latest) : null, storedFingerprint: stored ? read.text(stored.fingerprint) : null });
       const now = Date.now();
       const record = auditOf((await first(query,
         "INSERT INTO rabbit_inbox_quarantine_audit (quarantine_id, action, actor, reason, options, at) VALUES (?, ?, ?, ?, ?, ?) RETURNING *",
-        id, request.action, request.actor, request.reason, resolutionOptions(request), now))!);
+        id, request.action, request.actor, request.reason, resolutionOptions(entry, request), now))!);
       if (request.acceptNew || request.acceptStale) {
         await query({
           text: `INSERT INTO rabbit_inbox_replay_grant (audit_id, handler, tenant, event_id, kind, stored_fingerprint, fingerprint, granted_at)
