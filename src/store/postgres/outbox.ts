@@ -60,7 +60,9 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
       ],
     });
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
-    const byMessageId = new Map(records.map((r) => [r.messageId, r]));
+    // One twice in the write inserted its first record (the later one conflicted with it).
+    const byMessageId = new Map<string, OutboxRecord>();
+    for (const r of records) if (!byMessageId.has(r.messageId)) byMessageId.set(r.messageId, r);
     return rows.map((row) => ({
       id: Number(row.id), record: byMessageId.get(String(row.message_id))!,
       previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
