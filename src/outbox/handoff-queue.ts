@@ -1,3 +1,4 @@
+import type { EventKey } from "../core/event.js";
 import type { HandedOffRow, OutboxHandoff } from "./outbox-signal.js";
 import type { HandedOffSettlement, OutboxClaim, OutboxRow } from "./outbox-store.js";
 
@@ -36,6 +37,8 @@ export class HandoffQueue implements OutboxHandoff {
   private readonly queued: Handoff[] = [];
   private queuedRows = 0;
   private readonly chain = new Map<string, number>();
+  /** Rows taken and not yet settled, per event that wrote them (`eventOf`). */
+  private readonly heldEvents = new Map<string, number>();
 
   constructor(private readonly options: HandoffQueueOptions) {
     this.leaseMs = options.leaseMs;
@@ -45,12 +48,17 @@ export class HandoffQueue implements OutboxHandoff {
     if (rows.length === 0) return;
     this.queued.push({ rows, expiresAt: leasedAt + this.leaseMs });
     this.queuedRows += rows.length;
+    this.hold(rows, 1);
     this.options.wake();
   }
 
   /** Rows waiting in memory. */
   get size(): number {
     return this.queuedRows;
+  }
+
+  holdsRowsOf(handler: string, key: EventKey): boolean {
+    return this.heldEvents.has(eventOf(handler, key.tenant, key.eventId));
   }
 
   /**
@@ -82,7 +90,7 @@ export class HandoffQueue implements OutboxHandoff {
       if (this.mayPublish(row, stopped)) rows.push(outboxRowOf(row));
       else held.push(row.id);
     }
-    return this.claimOf(rows, held, expiresAt);
+    return this.claimOf(rows, held, expiresAt, [...taken, ...overflow]);
   }
 
   /** Every waiting row back to the claims, due now (the broker is gone, or the relay stops). */
@@ -90,7 +98,11 @@ export class HandoffQueue implements OutboxHandoff {
     const rows = this.queued.splice(0).flatMap((h) => h.rows);
     this.queuedRows = 0;
     this.chain.clear();
-    if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
+    try {
+      if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
+    } finally {
+      this.hold(rows, -1);
+    }
   }
 
   private mayPublish(row: HandedOffRow, stopped: Set<string>): boolean {
@@ -113,7 +125,19 @@ export class HandoffQueue implements OutboxHandoff {
     this.chain.delete(key);
   }
 
-  private claimOf(rows: OutboxRow[], held: readonly number[], expiresAt: number): OutboxClaim {
+  /** Counts rows in (`by` 1) or out (-1) of memory, per event that wrote them. */
+  private hold(rows: readonly HandedOffRow[], by: 1 | -1): void {
+    for (const { record: { source } } of rows) {
+      if (!source) continue;
+      const event = eventOf(source.handler, source.tenant, source.eventId);
+      const count = (this.heldEvents.get(event) ?? 0) + by;
+      if (count > 0) this.heldEvents.set(event, count);
+      else this.heldEvents.delete(event);
+    }
+  }
+
+  /** `all`: every row of the claim, published or not, held in memory until its settle ends. */
+  private claimOf(rows: OutboxRow[], held: readonly number[], expiresAt: number, all: readonly HandedOffRow[]): OutboxClaim {
     let settled = false;
     return {
       rows,
@@ -126,7 +150,11 @@ export class HandoffQueue implements OutboxHandoff {
         const due = [...held, ...rows.filter((r) => !sent.has(r.id) && !failed.has(r.id)).map((r) => r.id)];
         // A key with a row that did not go out: its next rows wait for the claims.
         for (const row of rows) if (row.orderingKey !== null && !sent.has(row.id)) this.forget(row.orderingKey);
-        await this.options.settle({ sent: settlement.sent, failed: settlement.failed, due });
+        try {
+          await this.options.settle({ sent: settlement.sent, failed: settlement.failed, due });
+        } finally {
+          this.hold(all, -1);
+        }
       },
     };
   }
@@ -138,4 +166,8 @@ function outboxRowOf(row: HandedOffRow): OutboxRow {
     id: row.id, messageId: r.messageId, exchange: r.exchange, routingKey: r.routingKey, body: r.body,
     properties: JSON.parse(r.properties) as Record<string, unknown>, orderingKey: r.orderingKey, attempts: 0,
   };
+}
+
+function eventOf(handler: string, tenant: string, eventId: string): string {
+  return JSON.stringify([handler, tenant, eventId]);
 }

@@ -1,3 +1,4 @@
+import type { EventKey } from "../core/event.js";
 import type { OutboxRecord } from "../core/store.js";
 
 /**
@@ -27,6 +28,12 @@ export interface OutboxHandoff {
    * their lease ends no earlier than `leasedAt + leaseMs` on this machine's clock.
    */
   take(rows: readonly HandedOffRow[], leasedAt: number): void;
+  /**
+   * Whether rows that `handler` wrote for the event `key` are in this relay's memory: taken and
+   * not yet settled. A duplicate's re-send leaves them alone: they are on their way, and made
+   * due a claim would publish them a second time.
+   */
+  holdsRowsOf?(handler: string, key: EventKey): boolean;
 }
 
 /**

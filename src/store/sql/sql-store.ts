@@ -125,8 +125,10 @@ export class SqlStore<Handle> implements Store<Handle> {
   }
 
   async resendOutbox(handler: string, keys: readonly EventKey[]): Promise<number> {
-    if (!this.sql.outbox || keys.length === 0) return 0;
-    const due = await this.sql.outbox.resend(this.sql.driver, handler, keys);
+    const handoff = this.outboxSignal.handoff;
+    const pending = handoff?.holdsRowsOf ? keys.filter((key) => !handoff.holdsRowsOf!(handler, key)) : keys;
+    if (!this.sql.outbox || pending.length === 0) return 0;
+    const due = await this.sql.outbox.resend(this.sql.driver, handler, pending);
     if (due > 0) this.outboxSignal.notify();
     return due;
   }
