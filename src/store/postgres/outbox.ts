@@ -116,7 +116,8 @@ function writeStatements(prefix: string, tag: string) {
     // Rows a relay is publishing right now are locked: skipped, they are on their way. Rows
     // leased to the relay of the process that wrote them become due too: that process may have
     // died with them (a redelivered event is how a restarted consumer finds out); if it lives,
-    // a claim and its memory may both publish a row, under the same message id.
+    // a claim and its memory may both publish a row, under the same message id. (A duplicate
+    // handled in the process that holds them leaves them alone: SqlStore.resendOutbox.)
     resend: `WITH due AS (
         UPDATE ${t} SET available_at = now()
         WHERE id IN (
