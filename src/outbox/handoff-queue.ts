@@ -1,3 +1,4 @@
+import type { EventKey } from "../core/event.js";
 import type { HandedOffRow, OutboxHandoff } from "./outbox-signal.js";
 import type { HandedOffSettlement, OutboxClaim, OutboxRow } from "./outbox-store.js";
 
@@ -57,8 +58,8 @@ export class HandoffQueue implements OutboxHandoff {
     this.options.wake();
   }
 
-  holds(handler: string, tenant: string, eventId: string): boolean {
-    return this.sources.has(sourceKey(handler, tenant, eventId));
+  holdsRowsOf(handler: string, key: EventKey): boolean {
+    return this.sources.has(sourceKey(handler, key.tenant, key.eventId));
   }
 
   /** Rows waiting in memory. */
@@ -112,8 +113,11 @@ export class HandoffQueue implements OutboxHandoff {
     const rows = this.queued.splice(0).flatMap((h) => h.rows);
     this.queuedRows = 0;
     this.chain.clear();
-    this.count(rows, -1);
-    if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
+    try {
+      if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
+    } finally {
+      this.count(rows, -1);
+    }
   }
 
   private count(rows: readonly HandedOffRow[], delta: 1 | -1): void {
@@ -154,13 +158,17 @@ export class HandoffQueue implements OutboxHandoff {
       settle: async (settlement) => {
         if (settled) throw new Error("a handed-off outbox claim was settled twice");
         settled = true;
-        this.count(taken, -1);
         const sent = new Set(settlement.sent);
         const failed = new Set(settlement.failed.map((f) => f.id));
         const due = [...held, ...rows.filter((r) => !sent.has(r.id) && !failed.has(r.id)).map((r) => r.id)];
         // A key with a row that did not go out: its next rows wait for the claims.
         for (const row of rows) if (row.orderingKey !== null && !sent.has(row.id)) this.forget(row.orderingKey);
-        await this.options.settle({ sent: settlement.sent, failed: settlement.failed, due });
+        try {
+          await this.options.settle({ sent: settlement.sent, failed: settlement.failed, due });
+        } finally {
+          // Held until marked: a duplicate meanwhile would make rows due that are being marked.
+          this.count(taken, -1);
+        }
       },
     };
   }

@@ -1,3 +1,4 @@
+import type { EventKey } from "../core/event.js";
 import type { OutboxRecord } from "../core/store.js";
 
 /**
@@ -28,10 +29,11 @@ export interface OutboxHandoff {
    */
   take(rows: readonly HandedOffRow[], leasedAt: number): void;
   /**
-   * Whether rows written while handling this event are in memory, on their way: a duplicate
-   * of the event need not make them due again (a claim would publish them a second time).
+   * Whether rows that `handler` wrote for the event `key` are in this relay's memory: taken and
+   * not yet settled. A duplicate's re-send leaves them alone: they are on their way, and made
+   * due a claim would publish them a second time.
    */
-  holds(handler: string, tenant: string, eventId: string): boolean;
+  holdsRowsOf?(handler: string, key: EventKey): boolean;
 }
 
 /**

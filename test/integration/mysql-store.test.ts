@@ -15,6 +15,8 @@ import type { RetryPolicy } from "../../src/core/retry-policy.js";
 import {
   type MysqlConnection, type MysqlIsolationLevel, type MysqlPool, type MysqlResultHeader, type MysqlValue, MysqlStore, classifyMysqlError,
 } from "../../src/store/mysql/index.js";
+import { MysqlDriver } from "../../src/store/mysql/driver.js";
+import { mysqlLeasedWrite } from "../../src/store/mysql/outbox.js";
 import { type TestMysqlDatabase, createMysqlDatabase, randomName } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 
@@ -847,6 +849,89 @@ describe("MysqlStore on MariaDB", () => {
         if (!settledA) await claimA!.settle({ sent: [], failed: [] });
       }
       expect(await store.resendOutbox("outbox-test", [{ tenant: "t1", eventId: "g-1" }, { tenant: "t1", eventId: "g-2" }])).toBe(2);
+    });
+
+    it("documents that a leased write reads the key's newest unsent row from the transaction's snapshot: after a plain read, REPEATABLE READ misses a row committed since; READ COMMITTED sees it", async () => {
+      const previousSeen = async (isolationLevel: MysqlIsolationLevel, tag: string) => {
+        const s = await openStore({ poolSize: 2, isolationLevel });
+        const handed: Array<number | null> = [];
+        const detach = s.outboxSignal.attach({ leaseMs: 60_000, take: (rows) => { handed.push(...rows.map((r) => r.previousUnsent)); } });
+        try {
+          await s.transaction(async (tx) => {
+            // The handler's first plain read: under REPEATABLE READ it fixes the snapshot.
+            await tx.handle.query("SELECT COUNT(*) FROM counters");
+            await store.transaction((other) => other.writeOutbox!([record(`${tag}-p`, "s-1", `${tag}-k`)]));
+            await tx.writeOutbox!([record(`${tag}-r`, "s-2", `${tag}-k`)]);
+          });
+        } finally {
+          detach();
+        }
+        return { previous: handed, committed: (await ids(`${tag}-p`)).get(`${tag}-p`) };
+      };
+      expect(await previousSeen("REPEATABLE READ", "snap-rr")).toEqual({ previous: [null], committed: expect.any(Number) as number });
+      const rc = await previousSeen("READ COMMITTED", "snap-rc");
+      expect(rc.previous).toEqual([rc.committed]);
+    });
+
+    describe.each([
+      { returning: true, how: "from INSERT ... RETURNING (MariaDB)" },
+      { returning: false, how: "read back by message id (MySQL, which has no RETURNING)" },
+    ])("leased writes, the new rows' ids $how", ({ returning, how }) => {
+      const tag = returning ? "lr" : "lb";
+      const write = mysqlLeasedWrite("", { insertReturning: returning });
+      /** The leased write in a transaction of the store's own driver, recording the statements it sent. */
+      async function leased(records: OutboxRecord[], onStart?: (threadId: number) => void): Promise<{ rows: Awaited<ReturnType<typeof write>>; texts: string[] }> {
+        const pool = mysql.createPool({ uri: db.url, connectionLimit: 1 });
+        const driver = new MysqlDriver({ pool, ownsPool: true, logger: captureLogger().logger });
+        const texts: string[] = [];
+        try {
+          const rows = await driver.transaction(async ({ query }) => {
+            onStart?.(Number((await query({ text: "SELECT CONNECTION_ID() AS id", values: [] })).rows[0]!.id));
+            return write((statement) => { texts.push(statement.text); return query(statement); }, records, 60_000);
+          });
+          return { rows, texts };
+        } finally {
+          await driver.close();
+        }
+      }
+
+      it("hands over the new rows with their ids, skips a message id already there or repeated, and never the row that was there", async () => {
+        await store.transaction((tx) => tx.writeOutbox!([record(`${tag}-old`, "o-1", `${tag}-k`)]));
+        const before = await ids(`${tag}-`);
+        // 70 records: two statements' chunks (64 and 4 and 2), the duplicates in the first.
+        const fresh = Array.from({ length: 66 }, (_, i) => record(`${tag}-n${String(i).padStart(2, "0")}`, "o-2", i % 3 === 0 ? `${tag}-k` : null));
+        const { rows, texts } = await leased([record(`${tag}-old`, "o-2", `${tag}-k`), record(`${tag}-d`, "o-2"), record(`${tag}-d`, "o-2"), record(`${tag}-e`, "o-2"), ...fresh]);
+        const table = await ids(`${tag}-`);
+        expect(rows.map((r) => r.record.messageId)).toEqual([`${tag}-d`, `${tag}-e`, ...fresh.map((r) => r.messageId)]);
+        expect(rows.map((r) => r.id)).toEqual(rows.map((r) => table.get(r.record.messageId)));
+        expect(rows.filter((r) => r.record.orderingKey !== null).map((r) => r.previousUnsent)).toEqual(
+          fresh.filter((r) => r.orderingKey !== null).map(() => before.get(`${tag}-old`)));
+        expect(texts.some((t) => t.includes("RETURNING"))).toBe(returning);
+        expect(texts.some((t) => t.startsWith("SELECT id, message_id"))).toBe(!returning);
+        // Leased: no claim takes them now, and the row that was there is as it was.
+        const [due] = await admin.execute(
+          "SELECT message_id FROM rabbit_inbox_outbox WHERE message_id LIKE ? AND available_at <= UTC_TIMESTAMP(6)", [`${tag}-%`]);
+        expect((due as Array<{ message_id: Buffer }>).map((r) => r.message_id.toString())).toEqual([`${tag}-old`]);
+      });
+
+      it(`a message id that another transaction inserts meanwhile is skipped once that one commits (${how})`, async () => {
+        const other = await mysql.createConnection(db.url);
+        try {
+          await other.query("START TRANSACTION");
+          await other.execute("INSERT INTO rabbit_inbox_outbox (message_id, exchange, routing_key, body, properties) VALUES (?, 'x', '', 'theirs', '{}')",
+            [Buffer.from(`${tag}-race-1`)]);
+          const threadId = deferred<number>();
+          const writing = leased([record(`${tag}-race-0`, "r-1"), record(`${tag}-race-1`, "r-1"), record(`${tag}-race-2`, "r-1")], threadId.resolve);
+          await waitForLockWait(await threadId.promise);
+          await other.query("COMMIT");
+          const { rows } = await writing;
+          expect(rows.map((r) => r.record.messageId)).toEqual([`${tag}-race-0`, `${tag}-race-2`]);
+          const [theirs] = await admin.execute("SELECT body FROM rabbit_inbox_outbox WHERE message_id = ?", [Buffer.from(`${tag}-race-1`)]);
+          expect((theirs as Array<{ body: Buffer }>)[0]!.body.toString()).toBe("theirs");
+        } finally {
+          await other.end();
+        }
+      });
     });
   });
 });

@@ -11,9 +11,8 @@ function record(messageId: string, orderingKey: string | null): OutboxRecord {
   };
 }
 
-function row(id: number, orderingKey: string | null, previousUnsent: number | null = null, eventId?: string): HandedOffRow {
-  const r = record(`m${id}`, orderingKey);
-  return { id, record: eventId ? { ...r, source: { tenant: "t1", handler: "h", eventId } } : r, previousUnsent };
+function row(id: number, orderingKey: string | null, previousUnsent: number | null = null): HandedOffRow {
+  return { id, record: record(`m${id}`, orderingKey), previousUnsent };
 }
 
 function queue(options: { maxRows?: number; leaseMs?: number } = {}) {
@@ -119,6 +118,41 @@ describe("HandoffQueue", () => {
     expect(ids(q.claim(10)!.rows)).toEqual([]);
   });
 
+  it("holds an event's rows from their take to the end of their settle, claimed, overflowed or released, so a duplicate's re-send leaves them alone", async () => {
+    const settled: HandedOffSettlement[] = [];
+    let holdsDuringSettle: boolean[] = [];
+    let failSettle = false;
+    const q: HandoffQueue = new HandoffQueue({
+      leaseMs: 1000, maxRows: 1, wake: () => undefined,
+      settle: (s) => {
+        settled.push(s);
+        holdsDuringSettle = [q.holdsRowsOf("h", { tenant: "t", eventId: "e1" }), q.holdsRowsOf("h", { tenant: "t", eventId: "e2" })];
+        return failSettle ? Promise.reject(new Error("database down")) : Promise.resolve();
+      },
+    });
+    const sourced = (id: number, eventId: string): HandedOffRow => ({
+      id, record: { ...record(`m${id}`, null), source: { tenant: "t", handler: "h", eventId } }, previousUnsent: null,
+    });
+    const holds = (eventId: string, handler = "h", tenant = "t") => q.holdsRowsOf(handler, { tenant, eventId });
+    q.take([sourced(1, "e1"), sourced(2, "e1")], 0);
+    q.take([sourced(3, "e2")], 0);
+    q.take([sourced(4, "e3"), row(5, null)], 0);
+    expect([holds("e1"), holds("e2"), holds("e3"), holds("e4"), holds("e1", "other"), holds("e1", "h", "other")]).toEqual([true, true, true, false, false, false]);
+    // Beyond maxRows: e2 and e3 go back to the claims with this claim, and are held until it is settled.
+    const claim = q.claim(2)!;
+    expect(ids(claim.rows)).toEqual([1, 2]);
+    await claim.settle({ sent: [1], failed: [] });
+    expect(settled.at(-1)).toEqual({ sent: [1], failed: [], due: [3, 4, 5, 2] });
+    expect(holdsDuringSettle).toEqual([true, true]);
+    expect([holds("e1"), holds("e2"), holds("e3")]).toEqual([false, false, false]);
+    // Released, even when writing the release failed (the lease ends by itself).
+    q.take([sourced(6, "e1")], 0);
+    failSettle = true;
+    await expect(q.release()).rejects.toThrow("database down");
+    expect(holdsDuringSettle).toEqual([true, false]);
+    expect(holds("e1")).toBe(false);
+  });
+
   it("release gives every waiting row back to the claims, due, and forgets every key", async () => {
     const { q, settled } = queue();
     q.take([row(1, "a")], 0);
@@ -137,22 +171,5 @@ describe("HandoffQueue", () => {
     expect(ids(q.claim(10)!.rows)).toEqual([]);
     q.take([row(6, "b", null)], 0);
     expect(ids(q.claim(10)!.rows)).toEqual([6]);
-  });
-
-  it("holds an event's rows from their handoff until their claim is settled or they are released", async () => {
-    const { q } = queue();
-    expect(q.holds("h", "t1", "e1")).toBe(false);
-    q.take([row(1, null, null, "e1"), row(2, null, null, "e1"), row(3, null, null, "e2")], 0);
-    expect(q.holds("h", "t1", "e1")).toBe(true);
-    expect(q.holds("h", "t2", "e1")).toBe(false);
-    expect(q.holds("other", "t1", "e1")).toBe(false);
-    const claim = q.claim(10)!;
-    expect(q.holds("h", "t1", "e1")).toBe(true);
-    await claim.settle({ sent: [1, 2, 3], failed: [] });
-    expect(q.holds("h", "t1", "e1")).toBe(false);
-    expect(q.holds("h", "t1", "e2")).toBe(false);
-    q.take([row(4, null, null, "e3")], 0);
-    await q.release();
-    expect(q.holds("h", "t1", "e3")).toBe(false);
   });
 });

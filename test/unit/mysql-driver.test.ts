@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { CommitOutcomeUnknownError, InboxConfigError, TransientStoreError } from "../../src/core/errors.js";
 import type { Logger } from "../../src/core/logger.js";
 import { type MysqlConnection, MysqlDriver, type MysqlPool, SHORT_READ_COMMITTED } from "../../src/store/mysql/driver.js";
-import { DurabilityCheck } from "../../src/store/mysql/durability.js";
+import { ServerCheck } from "../../src/store/mysql/server-check.js";
 
 /** mysql2's OK packet: the session guard recognises it by its class name. */
 class ResultSetHeader {
@@ -57,12 +57,12 @@ function driverOn(connection: FakeConnection, settings: Partial<ConstructorParam
 const failure = (attempt: Promise<unknown>) => attempt.then(() => { throw new Error("expected a failure"); }, (error: unknown) => error);
 
 describe("MysqlDriver: the MySQL transaction on a pooled connection", () => {
-  it("checks durability on the first transaction only, sets the isolation level, and sends statements with values prepared, without as text", async () => {
+  it("checks the server on the first transaction only, sets the isolation level, and sends statements with values prepared, without as text", async () => {
     const connection = new FakeConnection({
       "SELECT @@GLOBAL": [{ flush: 1 }],
       "INSERT": new ResultSetHeader(3, IN_TRANS, 41),
     });
-    const { driver } = driverOn(connection, { isolationLevel: "READ COMMITTED", durability: new DurabilityCheck(recordingLogger().logger) });
+    const { driver } = driverOn(connection, { isolationLevel: "READ COMMITTED", serverCheck: new ServerCheck(recordingLogger().logger) });
     const results = await driver.transaction(async ({ query }) => [
       await query({ text: "INSERT INTO t VALUES (?)", values: [1] }),
       await query({ text: "SELECT 1", values: [] }),
@@ -70,7 +70,7 @@ describe("MysqlDriver: the MySQL transaction on a pooled connection", () => {
     expect(results).toEqual([{ rows: [], affected: 3, insertId: 41 }, { rows: [], affected: 0, insertId: 0 }]);
     await driver.transaction(() => Promise.resolve());
     expect(connection.calls).toEqual([
-      "query SELECT @@GLOBAL.innodb_flush_log_at_trx_commit AS flush",
+      "query SELECT @@GLOBAL.innodb_flush_log_at_trx_commit AS flush, VERSION() AS version",
       "query SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "query START TRANSACTION",
       "execute INSERT INTO t VALUES (?) [1]", "query SELECT 1", "query COMMIT", "release",
       "query SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "query START TRANSACTION", "query COMMIT", "release",

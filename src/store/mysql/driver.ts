@@ -2,8 +2,8 @@ import { TransientStoreError, describeError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { PooledDriver, type PooledSession } from "../sql/pooled-driver.js";
 import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query.js";
-import type { DurabilityCheck } from "./durability.js";
 import { classifyMysqlError, isMysqlConnectionLoss } from "./errors.js";
+import type { ServerCheck } from "./server-check.js";
 import { SessionGuard } from "./session-guard.js";
 
 /** A statement parameter, as the store and handlers pass them to mysql2. */
@@ -62,7 +62,7 @@ export interface MysqlDriverOptions<C extends MysqlConnection> extends MysqlSess
   ownsPool: boolean;
   logger: Logger;
   /** Run on the first transaction's connection, unless migrate ran it first. */
-  durability?: DurabilityCheck;
+  serverCheck?: ServerCheck;
 }
 
 /**
@@ -79,7 +79,7 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
     this.pool = options.pool;
   }
 
-  /** A driver on the same pool whose transactions use other settings; it never ends the pool nor checks durability. */
+  /** A driver on the same pool whose transactions use other settings; it never ends the pool nor checks the server. */
   withSettings(settings: MysqlSessionSettings): MysqlDriver<C> {
     return new MysqlDriver({ pool: this.pool, ownsPool: false, logger: this.options.logger, ...settings });
   }
@@ -156,8 +156,8 @@ class MysqlSession<C extends MysqlConnection> implements PooledSession<C> {
   }
 
   async begin(): Promise<void> {
-    const { durability, lockWaitTimeoutS, isolationLevel } = this.options;
-    if (durability && !durability.done) await durability.run((statement) => runOn(this.connection, statement).then(sqlResultOf));
+    const { serverCheck, lockWaitTimeoutS, isolationLevel } = this.options;
+    if (serverCheck && !serverCheck.done) await serverCheck.run((statement) => runOn(this.connection, statement).then(sqlResultOf));
     if (lockWaitTimeoutS !== undefined) {
       // A session variable (MySQL cannot set it per statement): saved here, put back after the transaction.
       await this.connection.query(

@@ -93,6 +93,16 @@ export function isMysqlConnectionLoss(error: unknown): boolean {
   return typeof code === "string" && CONNECTION_CODE.has(code);
 }
 
+/**
+ * True for a duplicate key (1062) in the unique index `index`: the server names the index at
+ * the end of its message (`for key 'name'`; MySQL 8 writes `'table.name'`). The message also
+ * quotes the duplicate value, which is why only its end is read.
+ */
+export function isMysqlDuplicateKey(error: unknown, index: string): boolean {
+  if (errnoOf(error) !== 1062 || !(error instanceof Error)) return false;
+  return error.message.endsWith(`.${index}'`) || error.message.endsWith(` '${index}'`);
+}
+
 /** True for a lock wait timeout or deadlock, or anything else worth a whole-transaction retry. */
 export function isMysqlContention(error: unknown): boolean {
   const errno = errnoOf(error);

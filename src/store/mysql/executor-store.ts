@@ -4,12 +4,12 @@ import { silentLogger } from "../../core/logger.js";
 import { ExecutorDriver, type SqlExecutor } from "../sql/executor-driver.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import { SqlStore } from "../sql/sql-store.js";
-import { DurabilityCheck } from "./durability.js";
 import { classifyMysqlError } from "./errors.js";
 import { mysqlExecutorDialect } from "./executor-dialect.js";
 import { mysqlInboxStatements } from "./inbox.js";
 import { migrateMysql } from "./migrations.js";
 import { mysqlOutboxWrites } from "./outbox.js";
+import { ServerCheck } from "./server-check.js";
 import { quoteIdent } from "./values.js";
 
 export interface MysqlExecutorStoreOptions<Tx> {
@@ -64,7 +64,7 @@ async function migrateThrough<Tx>(executor: SqlExecutor<Tx>, target: { database:
         const result = await executor.query(statement.text, statement.values, tx);
         return { rows: result.rows, affected: result.rowCount ?? result.rows.length };
       };
-      await new DurabilityCheck(logger).run(query);
+      await new ServerCheck(logger).run(query);
       await migrateMysql(query, target, logger, (error?: unknown) => {
         // The data layer keeps the connection: the lock goes when its session ends.
         logger.warn("could not release the MySQL migration lock", { error: describeError(error) });

@@ -1,7 +1,7 @@
 import { CLAIMS_OUT } from "../../outbox/claim-pipeline.js";
 import { heldClaim } from "../../outbox/held-claim.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
-import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
+import type { HandedOffSettlement, OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlRow } from "../sql/sql-query.js";
@@ -49,6 +49,28 @@ export class MysqlOutboxRelay {
     return heldClaim(rows, async (_commit, settlement) => {
       settled.resolve(settlement);
       await held;
+    });
+  }
+
+  /**
+   * Settles rows this process published from memory, in one short transaction: locks those
+   * still unsent through the primary key, skipping the rows another relay's claim holds (that
+   * relay marks them itself), then marks them as a claim's settlement does and makes `due` rows
+   * due now.
+   */
+  async settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
+    const { sent, failed, due } = settlement;
+    const all = [...sent, ...failed.map((f) => f.id), ...due];
+    if (all.length === 0) return;
+    await this.driver.transaction(async ({ query }) => {
+      const { rows } = await query({
+        text: `SELECT id FROM ${this.table} FORCE INDEX (PRIMARY) WHERE id IN (${idList(all)}) AND sent_at IS NULL ORDER BY id FOR UPDATE SKIP LOCKED`,
+        values: [],
+      });
+      const locked = new Set(rows.map((r) => Number(r.id)));
+      await this.mark(query, { sent: sent.filter((id) => locked.has(id)), failed: failed.filter((f) => locked.has(f.id)) });
+      const dueNow = due.filter((id) => locked.has(id));
+      if (dueNow.length > 0) await query({ text: `UPDATE ${this.table} SET available_at = UTC_TIMESTAMP(6) WHERE id IN (${idList(dueNow)})`, values: [] });
     });
   }
 

@@ -1,16 +1,16 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type MysqlConnection, MysqlDriver, type MysqlIsolationLevel, type MysqlPool, SHORT_READ_COMMITTED } from "./driver.js";
-import { DurabilityCheck } from "./durability.js";
 import { mysqlInboxStatements } from "./inbox.js";
 import { migrateMysql } from "./migrations.js";
 import { MysqlInboxOperations, operationsDriversOn } from "./operations.js";
-import { mysqlOutboxWrites } from "./outbox.js";
+import { mysqlLeasedWrite, mysqlOutboxWrites } from "./outbox.js";
 import { MysqlOutboxRelay } from "./outbox-relay.js";
+import { ServerCheck } from "./server-check.js";
 import { quoteIdent } from "./values.js";
 
 export interface MysqlStoreOptions<C extends MysqlConnection> {
@@ -50,7 +50,8 @@ const ISOLATION_LEVELS: ReadonlySet<string> = new Set(["READ COMMITTED", "REPEAT
  * session guard keeps a handler from writing past a deadlock or its own COMMIT), claims by
  * `INSERT ... ON DUPLICATE KEY UPDATE` (claim.ts) with the stale fence and the operator's replay
  * grants inside the claim, a transactional outbox with a relay side (`FOR UPDATE SKIP LOCKED`
- * claims, polling only: outbox-relay.ts), and `operations()` for retention and the
+ * claims, polling only: outbox-relay.ts; rows written leased for this process's relay to
+ * publish from memory: outbox.ts), and `operations()` for retention and the
  * `rabbit-inbox` command. Failures are classified by classifyMysqlError.
  */
 export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends SqlStore<C> implements OutboxRelayStore {
@@ -67,9 +68,9 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
       throw new InboxConfigError(`MysqlStore isolationLevel must be one of ${[...ISOLATION_LEVELS].join(", ")}`);
     }
     const logger = options.logger ?? silentLogger;
-    const durability = new DurabilityCheck(logger);
+    const serverCheck = new ServerCheck(logger);
     const driver = new MysqlDriver({
-      pool: options.pool, ownsPool: options.ownsPool ?? false, logger, durability,
+      pool: options.pool, ownsPool: options.ownsPool ?? false, logger, serverCheck,
       ...(options.isolationLevel ? { isolationLevel: options.isolationLevel } : {}),
     });
     const target = { database: options.database, prefix: options.database ? `${quoteIdent(options.database)}.` : "" };
@@ -82,10 +83,11 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
       inbox: mysqlInboxStatements(target.prefix),
       outbox: {
         write: (query, records) => outbox.write(query, records),
+        writeLeased: mysqlLeasedWrite(target.prefix, serverCheck),
         resend: (_driver, handler, keys) => outbox.resend(readCommitted, handler, keys),
       },
       migrate: () => driver.pinned(async (query, discard) => {
-        await durability.run(query);
+        await serverCheck.run(query);
         await migrateMysql(query, target, logger, discard);
       }),
     }, options.maxConcurrentTransactions ?? 10);
@@ -121,6 +123,10 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
   /** Rows held FOR UPDATE SKIP LOCKED in an open transaction until settled (no lease: `relayId` and `leaseMs` are unused). */
   claimOutbox(options: Pick<ClaimOptions, "limit" | "holding">): Promise<OutboxClaim | null> {
     return this.relay.claim(options.limit, options.holding);
+  }
+
+  settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
+    return this.relay.settleHandedOff(settlement);
   }
 
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {

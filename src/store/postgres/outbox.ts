@@ -60,7 +60,9 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
       ],
     });
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
-    const byMessageId = new Map(records.map((r) => [r.messageId, r]));
+    // One twice in the write inserted its first record (the later one conflicted with it).
+    const byMessageId = new Map<string, OutboxRecord>();
+    for (const r of records) if (!byMessageId.has(r.messageId)) byMessageId.set(r.messageId, r);
     return rows.map((row) => ({
       id: Number(row.id), record: byMessageId.get(String(row.message_id))!,
       previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
@@ -114,7 +116,8 @@ function writeStatements(prefix: string, tag: string) {
     // Rows a relay is publishing right now are locked: skipped, they are on their way. Rows
     // leased to the relay of the process that wrote them become due too: that process may have
     // died with them (a redelivered event is how a restarted consumer finds out); if it lives,
-    // a claim and its memory may both publish a row, under the same message id.
+    // a claim and its memory may both publish a row, under the same message id. (A duplicate
+    // handled in the process that holds them leaves them alone: SqlStore.resendOutbox.)
     resend: `WITH due AS (
         UPDATE ${t} SET available_at = now()
         WHERE id IN (

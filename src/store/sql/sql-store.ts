@@ -133,7 +133,7 @@ export class SqlStore<Handle> implements Store<Handle> {
   async resendOutbox(handler: string, keys: readonly EventKey[]): Promise<number> {
     const handoff = this.outboxSignal.handoff;
     // Rows the relay of this process holds in memory are being published already.
-    const waiting = handoff ? keys.filter((k) => !handoff.holds(handler, k.tenant, k.eventId)) : keys;
+    const waiting = handoff?.holdsRowsOf ? keys.filter((key) => !handoff.holdsRowsOf!(handler, key)) : keys;
     if (!this.sql.outbox || waiting.length === 0) return 0;
     const due = await this.sql.outbox.resend(this.sql.driver, handler, waiting);
     if (due > 0) this.outboxSignal.notify();

@@ -1,6 +1,6 @@
 import { InboxConfigError } from "../../core/errors.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
-import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
+import type { HandedOffSettlement, OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlResult } from "../sql/sql-query.js";
@@ -45,6 +45,14 @@ const SQL = {
       claimed_by = NULL, claimed_until = NULL
     WHERE id = @id AND claimed_by = @relayId`,
   release: `UPDATE ${T} SET claimed_by = NULL, claimed_until = NULL WHERE id = @id AND claimed_by = @relayId`,
+  // Rows published from memory: only while unsent and not leased to a relay's claim (it settles them).
+  handedOffSent: `UPDATE ${T} SET sent_at = @now, attempts = attempts + 1, last_error = NULL, claimed_by = NULL, claimed_until = NULL
+    WHERE id = @id AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= @now)`,
+  handedOffFailed: `UPDATE ${T} SET attempts = attempts + 1, last_error = @error, available_at = @retryAt,
+      claimed_by = NULL, claimed_until = NULL
+    WHERE id = @id AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= @now)`,
+  handedOffDue: `UPDATE ${T} SET available_at = @now
+    WHERE id = @id AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= @now)`,
 };
 
 /** Runs one statement with named parameters. */
@@ -138,6 +146,23 @@ export class SqliteOutboxRelay {
       }
     }
     return sendableRows(ready, unsent);
+  }
+
+  /**
+   * Settles rows this process published from memory (written leased, see outbox.ts), in one
+   * short transaction: rows leased to a relay's claim meanwhile are left to that relay.
+   */
+  async settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
+    const { sent, failed, due } = settlement;
+    if (sent.length + failed.length + due.length === 0) return;
+    await this.driver.transaction(async ({ query }) => {
+      const now = Date.now();
+      for (const id of sent) await run(query, SQL.handedOffSent, { id, now });
+      for (const f of failed) {
+        await run(query, SQL.handedOffFailed, { id: f.id, now, error: f.error, retryAt: now + Math.max(0, Math.round(f.retryDelayMs)) });
+      }
+      for (const id of due) await run(query, SQL.handedOffDue, { id, now });
+    });
   }
 
   private settle(relayId: string, rows: readonly OutboxRow[], settlement: OutboxSettlement): Promise<void> {

@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type SqliteDatabase, SqliteDriver } from "./driver.js";
@@ -76,6 +76,10 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlS
 
   claimOutbox(options: ClaimOptions): Promise<OutboxClaim | null> {
     return this.relay.claim(options.limit, options.relayId, options.leaseMs, options.holding);
+  }
+
+  settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
+    return this.relay.settleHandedOff(settlement);
   }
 
   cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
