@@ -60,7 +60,7 @@ export interface OutboxRelayOptions {
    */
   leaseMs?: number;
   /**
-   * Default true, where the store supports it (PostgreSQL): rows that transactions of this
+   * Default true, where the store supports it (PostgresStore, MysqlStore, SqliteStore): rows that transactions of this
    * process commit are handed to this relay in memory and published at once, instead of being
    * claimed back from the database. They are written with a lease of `leaseMs`, so no claim
    * takes them meanwhile; if the process dies first, they go out through a claim once the lease

@@ -106,7 +106,7 @@ function writeStatements(prefix: string, tag: string) {
         FROM (SELECT DISTINCT o FROM r WHERE o IS NOT NULL) keys),
       ins AS (
         INSERT INTO ${t} (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id, available_at)
-        SELECT m, e, k, b, p, o, st, sh, se, now() + $10 * interval '1 millisecond' FROM r
+        SELECT m, e, k, b, p, o, st, sh, se, statement_timestamp() + $10 * interval '1 millisecond' FROM r
         ORDER BY ord
         ON CONFLICT (message_id) DO NOTHING
         RETURNING id, message_id, ordering_key)
