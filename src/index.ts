@@ -30,6 +30,7 @@ export {
   Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,
   type OutboxClaim, type OutboxRelayStore, type OutboxRow, type OutboxSettlement, type OutboxSubscription, OutboxSignal,
   outboxMessageId, type OutboxJsonValue, type OutboxPublish, type OutboxPublishOptions, type OutboxBackpressureOptions, outboxBackpressure,
+  type PublishLimits, defaultPublishLimits,
 } from "./outbox/index.js";
 export type { Backpressure, BackpressureReading } from "./core/backpressure.js";
 export type { BackpressureState } from "./amqp/backpressure-gate.js";

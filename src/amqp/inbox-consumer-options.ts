@@ -2,13 +2,13 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { InboxConfigError } from "../core/errors.js";
 import type { Backpressure } from "../core/backpressure.js";
-import type { InboxHandler } from "../core/handler.js";
+import type { DeliveryInfo, InboxHandler } from "../core/handler.js";
 import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import type { PipelineOptions } from "../core/pipeline.js";
 import type { Store } from "../core/store.js";
-import type { MetricsOptions } from "../observability/inbox-metrics.js";
+import type { MetricsOptions, TransactionMetrics } from "../observability/inbox-metrics.js";
 import type { ProcessSpans } from "../observability/message-trace.js";
 import type { BrokerUrls } from "./broker-connection.js";
 import { PartitionMembership } from "./partition-membership.js";
@@ -84,6 +84,13 @@ export interface InboxConsumerOptions<E, Tx> {
   retry?: PipelineOptions<E, Tx>["retry"];
   decodeLimits?: PipelineOptions<E, Tx>["decodeLimits"];
   quarantineBodyCap?: number;
+  /**
+   * What a handler's `ctx.publish` may carry. Default: bodies up to 16 MiB (RabbitMQ 4's default
+   * `max_message_size`). A publish over a limit, or one AMQP could not carry (a routing key over
+   * 255 bytes, a header amqplib cannot encode), is refused at the call: its event is quarantined
+   * as `invalid_publish`, and the rest of its batch applies.
+   */
+  publishLimits?: PipelineOptions<E, Tx>["publishLimits"];
   /**
    * Where the stale fence reads an event's time: the AMQP `timestamp` property (default),
    * else `eventTimeField` of the body. See docs/operations.md.
@@ -174,6 +181,19 @@ export function consumerSettings<E, Tx>(options: InboxConsumerOptions<E, Tx>): C
     concurrency: Math.min(options.concurrency ?? 1, options.store.maxConcurrentTransactions),
     quarantineQueue: options.quarantineQueue ?? `${options.queue}.quarantine`,
     requeueDelayMs: options.requeueDelayMs ?? 1000,
+  };
+}
+
+/** The pipeline's options, from the consumer's. */
+export function pipelineOptions<E, Tx>(
+  options: InboxConsumerOptions<E, Tx>, logger: Logger, metrics: TransactionMetrics, canDelayRetry: (delivery: DeliveryInfo) => boolean,
+): PipelineOptions<E, Tx> {
+  const { store, handler, retry, decodeLimits, quarantineBodyCap, staleFence, hook, maxDeliveries, publishLimits } = options;
+  return {
+    store, handler, logger, metrics, canDelayRetry,
+    ...(retry ? { retry } : {}), ...(decodeLimits ? { decodeLimits } : {}), ...(quarantineBodyCap !== undefined ? { quarantineBodyCap } : {}),
+    ...(staleFence ? { staleFence } : {}), ...(hook ? { hook } : {}), ...(maxDeliveries !== undefined ? { maxDeliveries } : {}),
+    ...(publishLimits ? { publishLimits } : {}),
   };
 }
 

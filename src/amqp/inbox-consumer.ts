@@ -16,7 +16,7 @@ import type { BrokerSession } from "./broker-session.js";
 import { DeliveryRepublisher } from "./delivery-republisher.js";
 import { DeliverySettler, type OutcomeCounts } from "./delivery-settler.js";
 import { incomingMessageOf } from "./incoming-message.js";
-import { type ConsumerSettings, type InboxConsumerOptions, consumerSettings, partitionMembership } from "./inbox-consumer-options.js";
+import { type ConsumerSettings, type InboxConsumerOptions, consumerSettings, partitionMembership, pipelineOptions } from "./inbox-consumer-options.js";
 import { assignPartitions } from "./partition-assignment.js";
 import type { PartitionMembership } from "./partition-membership.js";
 import { type Delivery, QueueConsumer } from "./queue-consumer.js";
@@ -64,17 +64,8 @@ export class InboxConsumer<E, Tx> {
     const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
     this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
       node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) });
-    this.pipeline = new InboxPipeline({
-      store: options.store, handler: options.handler, logger,
-      ...(options.retry ? { retry: options.retry } : {}),
-      ...(options.decodeLimits ? { decodeLimits: options.decodeLimits } : {}),
-      ...(options.quarantineBodyCap !== undefined ? { quarantineBodyCap: options.quarantineBodyCap } : {}),
-      ...(options.staleFence ? { staleFence: options.staleFence } : {}),
-      ...(options.hook ? { hook: options.hook } : {}),
-      ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
-      metrics: this.metrics,
-      canDelayRetry: (delivery) => retryAttemptOf(delivery.headers, delivery.queue) < this.settings.retryDelays.length,
-    });
+    this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics,
+      (delivery) => retryAttemptOf(delivery.headers, delivery.queue) < this.settings.retryDelays.length));
     const connector = new BrokerConnector(options.url, {
       connectionName: options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}`,
     });

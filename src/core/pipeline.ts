@@ -19,6 +19,7 @@ import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
 import type { StaleFenceOptions } from "../retention/event-time.js";
 import { type TransactionMetrics, noConsumerMetrics } from "../observability/inbox-metrics.js";
 import { traceTransaction } from "../observability/message-trace.js";
+import { type PublishLimits, defaultPublishLimits } from "../outbox/publish-checks.js";
 
 export type { IncomingMessage } from "./incoming-message.js";
 
@@ -54,6 +55,12 @@ export interface PipelineOptions<E, Tx> {
   staleFence?: StaleFenceOptions;
   /** Told of each commit's duration and each in-process retry. Default: nothing. */
   metrics?: TransactionMetrics;
+  /**
+   * What a handler's `ctx.publish` may carry (default: bodies up to 16 MiB). A publish over a
+   * limit, or one AMQP could not carry, is refused at the call: its event is quarantined as
+   * `invalid_publish`.
+   */
+  publishLimits?: Partial<PublishLimits>;
 }
 
 export const DEFAULT_MAX_DELIVERIES = 10;
@@ -112,6 +119,7 @@ export class InboxPipeline<E, Tx> {
     this.attempt = {
       handlerName: this.handlerName, handler, store: this.store, records: this.records,
       maxDeliveries: options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES, canDelayRetry: this.canDelayRetry,
+      publishLimits: { ...defaultPublishLimits, ...options.publishLimits },
     };
   }
 
