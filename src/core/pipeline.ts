@@ -11,9 +11,9 @@ import type { Outcome } from "./outcome.js";
 import { OutcomeRecords } from "./outcome-records.js";
 import { type Prepared, prepareMessage } from "./prepared-message.js";
 import { RedeliveryCounter } from "./redelivery-counter.js";
-import { type SetAside, setAside } from "./refusal.js";
+import { type Refusal, type SetAside, setAside } from "./refusal.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
-import { transactionOrRollBack } from "./rollback.js";
+import { type WorkResult, transactionOrRollBack } from "./rollback.js";
 import type { Store } from "./store.js";
 import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
 import type { StaleFenceOptions } from "../retention/event-time.js";
@@ -83,6 +83,8 @@ export class InboxPipeline<E, Tx> {
   private readonly logger: Logger;
   /** The duplicates' outbox nudges: one line per minute with a count, not one per duplicate batch. */
   private readonly nudgeLog: ThrottledLogger;
+  /** A failure after COMMIT repeats with every batch (a broken metric, say): counted, not written each time. */
+  private readonly afterCommitLog: ThrottledLogger;
   private readonly retry: RetryPolicy;
   private readonly limits: DecodeLimits;
   private readonly hook: PipelineHook | undefined;
@@ -108,6 +110,7 @@ export class InboxPipeline<E, Tx> {
     this.handler = handler;
     this.logger = options.logger;
     this.nudgeLog = throttleRepeats(options.logger, { intervalMs: NUDGE_LOG_INTERVAL_MS });
+    this.afterCommitLog = throttleRepeats(options.logger, { intervalMs: NUDGE_LOG_INTERVAL_MS });
     this.retry = { ...defaultRetryPolicy, ...options.retry };
     this.limits = { ...defaultDecodeLimits, ...options.decodeLimits };
     this.hook = options.hook;
@@ -176,22 +179,14 @@ export class InboxPipeline<E, Tx> {
     const hookKeys = prepared.map((p) => p.key);
     let attempt = 1;
     for (;;) {
+      const began = performance.now();
+      let result: WorkResult<Outcome[], Refusal[]>;
       try {
-        const began = performance.now();
-        const result = await traceTransaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
+        result = await traceTransaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
           this.store,
           (tx) => runAttempt(this.attempt, tx, messages, prepared, setAsideSoFar),
           this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,
         ));
-        if ("rollBack" in result) {
-          for (const r of result.rollBack) setAsideSoFar.set(r.index, setAside(messages[r.index]!.delivery, r, this.canDelayRetry));
-          continue;
-        }
-        const outcomes = result.commit;
-        this.metrics.transactionCommitted((performance.now() - began) / 1000);
-        if (this.hook) await this.hook("after-commit", hookKeys);
-        if (this.store.resendOutbox && outcomes.some((o) => o.kind === "duplicate")) await this.resendPendingOutbox(outcomes);
-        return outcomes;
       } catch (error) {
         const kind = errorKindOf(error);
         const delay = backoffDelay(this.retry, attempt);
@@ -232,7 +227,29 @@ export class InboxPipeline<E, Tx> {
             return prepared.map((p) => ({ kind: "requeue", key: p.key, error }));
         }
       }
+      if ("rollBack" in result) {
+        for (const r of result.rollBack) setAsideSoFar.set(r.index, setAside(messages[r.index]!.delivery, r, this.canDelayRetry));
+        continue;
+      }
+      await this.afterCommit(result.commit, performance.now() - began, hookKeys);
+      return result.commit;
     }
+  }
+
+  /**
+   * What follows a COMMIT: the outcome is decided and durable, so a failure here is logged and
+   * changes nothing (running the transaction again would turn applied events into duplicates).
+   */
+  private async afterCommit(outcomes: readonly Outcome[], elapsedMs: number, hookKeys: ReadonlyArray<EventKey | null>): Promise<void> {
+    try {
+      this.metrics.transactionCommitted(elapsedMs / 1000);
+      if (this.hook) await this.hook("after-commit", hookKeys);
+    } catch (error) {
+      this.afterCommitLog.error("work after COMMIT failed; the committed outcome stands", {
+        handler: this.handlerName, messages: outcomes.length, error: describeError(error),
+      });
+    }
+    if (this.store.resendOutbox && outcomes.some((o) => o.kind === "duplicate")) await this.resendPendingOutbox(outcomes);
   }
 
   private logRequeue(commitUnknown: boolean, messages: number, attempts: number, error: unknown): void {
