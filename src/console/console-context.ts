@@ -1,5 +1,6 @@
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Logger } from "../core/logger.js";
+import { POSITIVE_DURATION, checkNumbers } from "../core/option-checks.js";
 import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
@@ -42,6 +43,7 @@ export class ConsoleContext {
 
   constructor(readonly options: ConsoleOptions) {
     if (!options.store && !options.databaseUrl) throw new TypeError("createConsoleHandler needs a store or a databaseUrl");
+    checkNumbers("", options, { confirmTimeoutMs: POSITIVE_DURATION, replayWindowMs: { min: 0 }, sessionTtlMs: POSITIVE_DURATION });
     this.sessions = new ConsoleSessions(options.token, options.sessionTtlMs);
     this.basePath = (options.basePath ?? "").replace(/\/+$/, "");
   }

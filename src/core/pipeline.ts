@@ -7,6 +7,7 @@ import type { PipelineHook } from "./hooks.js";
 import { type IncomingMessage, isRedelivery } from "./incoming-message.js";
 import { type ThrottledLogger, throttleRepeats } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
+import { COUNT, DURATION, POSITIVE_INTEGER, checkNumbers } from "./option-checks.js";
 import type { Outcome } from "./outcome.js";
 import { OutcomeRecords } from "./outcome-records.js";
 import { type Prepared, prepareMessage } from "./prepared-message.js";
@@ -69,6 +70,17 @@ export const DEFAULT_QUARANTINE_BODY_CAP = 64 * 1024;
 /** Duplicates arrive in bursts (a redelivered backlog): their nudge lines are counted per this interval. */
 const NUDGE_LOG_INTERVAL_MS = 60_000;
 
+/** Checks the pipeline's numeric options (the consumer's too), naming the one that is wrong. */
+export function checkPipelineOptions(options: Pick<PipelineOptions<unknown, unknown>, "retry" | "decodeLimits" | "publishLimits" | "quarantineBodyCap" | "maxDeliveries" | "staleFence">): void {
+  checkNumbers("retry.", options.retry, {
+    maxAttempts: { ...POSITIVE_INTEGER, infinity: true }, baseDelayMs: DURATION, maxDelayMs: DURATION, maxTotalMs: { min: 0, infinity: true },
+  });
+  checkNumbers("decodeLimits.", options.decodeLimits, { maxBodyBytes: POSITIVE_INTEGER, maxDepth: POSITIVE_INTEGER, maxNodes: POSITIVE_INTEGER });
+  checkNumbers("publishLimits.", options.publishLimits, { maxBodyBytes: POSITIVE_INTEGER });
+  checkNumbers("", options, { quarantineBodyCap: COUNT, maxDeliveries: POSITIVE_INTEGER });
+  checkNumbers("staleFence.", options.staleFence, { clockSkewToleranceMs: { min: 0 } });
+}
+
 /**
  * The delivery pipeline: decode -> identify -> ONE transaction { inbox claims ; handler ;
  * quarantine rows } -> commit, for one message or a batch. It decides an Outcome per message;
@@ -105,6 +117,7 @@ export class InboxPipeline<E, Tx> {
     if (!handler.handle && !handler.handleBatch) {
       throw new InboxConfigError(`handler ${handler.name} needs handle() or handleBatch()`);
     }
+    checkPipelineOptions(options);
     this.handlerName = handler.name;
     this.store = options.store;
     this.handler = handler;

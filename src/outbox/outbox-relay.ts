@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { BrokerConnector } from "../amqp/broker-connection.js";
 import { InboxConfigError, describeError } from "../core/errors.js";
+import { POSITIVE_DURATION, checkNumber } from "../core/option-checks.js";
 import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
 import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import { createJsonLogger } from "../core/logger.js";
@@ -13,7 +14,7 @@ import { RateLimitedSample } from "../observability/rate-limited-sample.js";
 import { type OutboxBacklog, hasOperations } from "../store/operations.js";
 import { publishRowInSpan } from "../observability/publish-trace.js";
 import { OutboxNotifications } from "./outbox-notifications.js";
-import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
+import { type OutboxRelayOptions, type RelayRound, checkRelayOptions } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
 import { ClaimPipeline, type ClaimsOut } from "./claim-pipeline.js";
 import { type ClaimOutcome, PublishedClaim } from "./published-claim.js";
@@ -72,6 +73,7 @@ export class OutboxRelay {
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
+    checkRelayOptions(options);
     if (!options.store || typeof options.store.claimOutbox !== "function") {
       throw new InboxConfigError("store must support the outbox relay (claimOutbox), e.g. PostgresStore or SqliteStore");
     }
@@ -340,6 +342,5 @@ export class OutboxRelay {
 }
 
 function positive(name: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) throw new InboxConfigError(`${name} must be a positive number, got ${value}`);
-  return value;
+  return checkNumber(name, value, POSITIVE_DURATION);
 }
