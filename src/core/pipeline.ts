@@ -160,6 +160,8 @@ export class InboxPipeline<E, Tx> {
       ahead.index = index;
       return ahead;
     });
+    // A parser's config error is nobody's event's fault: fail the batch before any database work.
+    for (const p of prepared) if (!p.ok && p.fail) throw p.fail;
     if (!this.redeliveries.needed(messages)) return this.processPrepared(messages, prepared);
     // A lone message is counted on its own either way (and without a count to roll back).
     const counted = messages.length > 1 ? await this.redeliveries.firstTimeBatch(messages, prepared) : undefined;

@@ -40,7 +40,11 @@ export async function runAttempt<E, Tx>(
   const { records } = context;
   const outcomes = new Array<Outcome | undefined>(prepared.length);
   const quarantine: QuarantineRecord[] = [];
-  for (const p of prepared) if (!p.ok) outcomes[p.index] = records.invalid(messages[p.index]!, p, quarantine);
+  for (const p of prepared) {
+    if (p.ok) continue;
+    const { delivery } = messages[p.index]!;
+    outcomes[p.index] = records.refused(messages[p.index]!, p, setAside(delivery, { index: p.index, reason: p.reason, detail: p.detail, retryLater: p.retryLater }, context.canDelayRetry), quarantine);
+  }
 
   const refused = new Set(setAsideSoFar.keys());
   const toClaim = claimsToMake(prepared, refused);
