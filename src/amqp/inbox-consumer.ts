@@ -302,18 +302,23 @@ export class InboxConsumer<E, Tx> {
   }
 
   private scheduleRebalance(): void {
-    this.rebalancing = this.rebalancing.then(() => this.rebalance()).catch((error: unknown) => {
-      // The session is lost (a reconnect follows and rebalances), or a subscribe failed: close
-      // the connection so that the reconnect starts from a clean state.
-      this.logger.warn("partition hand-over failed; reconnecting", { error: describeError(error) });
-      this.broker.session?.lost("partition hand-over failed", error instanceof Error ? error : undefined);
+    this.rebalancing = this.rebalancing.then(async () => {
+      const session = this.broker.session;
+      try {
+        await this.rebalance(session);
+      } catch (error) {
+        // The session is lost (a reconnect follows and rebalances), or a subscribe failed: close
+        // the connection it ran on so that the reconnect starts from a clean state. Only that
+        // one: a session a reconnect opened meanwhile is sound, and rebalances by itself.
+        this.logger.warn("partition hand-over failed; reconnecting", { error: describeError(error) });
+        session?.lost("partition hand-over failed", error instanceof Error ? error : undefined);
+      }
     });
   }
 
-  /** Releases the partitions this replica no longer owns, then subscribes to those it gained. */
-  private async rebalance(): Promise<void> {
+  /** Releases the partitions this replica no longer owns, then subscribes to those it gained, on `session`. */
+  private async rebalance(session: BrokerSession | undefined): Promise<void> {
     const membership = this.membership!;
-    const session = this.broker.session;
     if (this.state !== "running" || !session) return;
     const members = membership.members();
     const owned = new Set(assignPartitions(members, this.options.partitions!.count, membership.memberId).map((p) => partitionQueueName(this.options.queue, p)));
