@@ -1,5 +1,7 @@
 import type { ConsumeMessage } from "amqplib";
 import { InboxConfigError, describeError } from "../core/errors.js";
+import { callbackLogger } from "../core/contained-callback.js";
+import type { ThrottledLogger } from "../core/log-throttle.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
@@ -46,6 +48,7 @@ export class InboxConsumer<E, Tx> {
   private readonly gate: BackpressureGate | undefined;
   private readonly settler: DeliverySettler;
   private readonly metrics: ConsumerMetrics;
+  private readonly callbackLog: ThrottledLogger;
   /** By queue name, on the current session: the work queue, or the partitions this replica holds. */
   private consumers = new Map<string, QueueConsumer>();
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
@@ -61,9 +64,10 @@ export class InboxConsumer<E, Tx> {
     this.settings = consumerSettings(options);
     this.options = options;
     const logger = this.logger = options.logger ?? createJsonLogger();
+    const callbacks = this.callbackLog = callbackLogger(logger);
     const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
     this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
-      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) });
+      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) }, callbacks);
     this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics,
       (delivery) => retryAttemptOf(delivery.headers, delivery.queue) < this.settings.retryDelays.length));
     const connector = new BrokerConnector(options.url, {
@@ -106,7 +110,7 @@ export class InboxConsumer<E, Tx> {
       republisher: new DeliveryRepublisher({
         handlerName: this.pipeline.handlerName, quarantineQueue: this.settings.quarantineQueue, retryDelays: this.settings.retryDelays, logger,
       }),
-      isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome, metrics: this.metrics,
+      isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome, metrics: this.metrics, callbackLog: callbacks,
     });
     this.stopped = new Promise<void>((resolve, reject) => {
       // Whatever stops it (stop(), a failed start, a fatal error), its gauges leave the registry.
@@ -210,6 +214,7 @@ export class InboxConsumer<E, Tx> {
     // here: up to a prefetch's worth). A channel's Close queues behind its acks.
     for (const consumer of this.consumers.values()) await consumer.close();
     await this.broker.close();
+    this.callbackLog.flush();
     this.logger.info("stopped", { queue: this.options.queue, ...this.settler.counts });
     this.settleStopped(this.fatalError);
   }

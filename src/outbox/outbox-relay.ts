@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { BrokerConnector } from "../amqp/broker-connection.js";
+import { containCallback } from "../core/contained-callback.js";
 import { InboxConfigError, describeError } from "../core/errors.js";
 import { POSITIVE_DURATION, checkNumber } from "../core/option-checks.js";
 import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
@@ -93,7 +94,7 @@ export class OutboxRelay {
     });
     const store = this.store;
     this.backlog = hasOperations(store) ? new RateLimitedSample(() => store.operations().outboxBacklog(), options.metrics?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS) : undefined;
-    this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) });
+    this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) }, this.logger);
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
     this.pipeline = new ClaimPipeline({
       claim: (holding) => this.store.claimOutbox({ limit: this.batchSize, relayId: this.name, leaseMs: this.leaseMs, ...(holding ? { holding } : {}) }),
@@ -256,9 +257,11 @@ export class OutboxRelay {
   }
 
   private count(outcome: ClaimOutcome): void {
+    // The application's callback: a throw there must not fail the round whose rows are being marked.
+    const onPublished = this.options.onPublished && containCallback("onPublished", this.options.onPublished, this.logger);
     for (const row of outcome.sent) {
       this.metrics.published();
-      this.options.onPublished?.(row);
+      void onPublished?.(row);
     }
     for (let i = 0; i < outcome.failed.length; i++) this.metrics.publishFailed();
     this.totals.published += outcome.sent.length;

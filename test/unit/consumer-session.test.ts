@@ -10,7 +10,7 @@ import { BrokerUnreachableError, InboxConfigError } from "../../src/core/errors.
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
-import { logged } from "../support/recording-logger.js";
+import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 import { MemoryStore, unreachableStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -391,17 +391,19 @@ describe("stop during a reconnect", () => {
   });
 });
 
-describe("a callback that throws while a batch settles", () => {
+describe("an unexpected failure while a batch settles (the application's callbacks are contained: here, its logger throws)", () => {
   it("closes the delivering channel so the broker redelivers, and the redelivery is a duplicate", async () => {
     let throws = 1;
-    const { consumer, lines, store } = build({
-      onOutcome: () => { if (throws-- > 0) throw new Error("metrics exporter crashed"); },
+    const lines: LogLine[] = [];
+    const recording = recordingLogger(lines);
+    const { consumer, store } = build({
+      logger: { ...recording, debug: (message, fields) => { if (message === "batch settled" && throws-- > 0) throw new Error("log shipper crashed"); recording.debug(message, fields); } },
     });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
     await until(() => consumer.outcomeCounts.duplicate === 1, "the redelivery's duplicate");
     expect(store.effects).toEqual(["e-1"]);
-    expect(logged(lines, "unexpected failure settling a batch; closing its channels so the broker redelivers")[0]!.fields.error).toContain("metrics exporter crashed");
+    expect(logged(lines, "unexpected failure settling a batch; closing its channels so the broker redelivers")[0]!.fields.error).toContain("log shipper crashed");
     const consume = broker.framesOf("consume")[0]!;
     expect(broker.framesOf("channel-close").some((f) => f.connection === consume.connection && f.channel === consume.channel && f.by === "client")).toBe(true);
     expect(brokerClosedChannels(broker)).toEqual([]);
