@@ -301,7 +301,7 @@ export class OutboxRelay {
         if (this.pipeline.busy || sent > 0 || !this.broker.isOpen) continue;
         await this.work.wait(this.pollIntervalMs);
       } catch (error) {
-        await this.pipeline.settleAll().catch(() => undefined);
+        await this.pipeline.settleAll().catch((settleError: unknown) => this.logger.warn("outbox relay round failed while it was settled; the relay carries on", { relay: this.name, error: describeError(settleError) }));
         databaseFailures++;
         this.logger.warn("outbox relay cannot claim rows; retrying", { relay: this.name, attempt: databaseFailures, error: describeError(error) });
         await sleep(this.databaseBackoff(databaseFailures), this.stopRequested);
