@@ -68,8 +68,7 @@ export class InboxConsumer<E, Tx> {
     const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
     this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
       node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) }, callbacks);
-    this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics,
-      (delivery) => retryAttemptOf(delivery.headers, delivery.queue) < this.settings.retryDelays.length));
+    this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics, (d) => retryAttemptOf(d.headers, d.queue) < this.settings.retryDelays.length));
     const connector = new BrokerConnector(options.url, {
       connectionName: options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}`,
     });

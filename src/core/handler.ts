@@ -93,4 +93,12 @@ export interface InboxHandler<E, Tx> {
   handleBatch?(items: ReadonlyArray<BatchItem<E, Tx>>, tx: Tx): Promise<readonly BatchRejection[] | void>;
   /** Payload fingerprint. Default: SHA-256 of the canonical JSON of `fingerprintSource`. */
   fingerprint?(source: unknown): string;
+  /**
+   * The quarantine reasons this handler gives (in PermanentEventError, RetryLaterError, a
+   * `handleBatch` rejection), e.g. `["account_missing"]`. They become values of the `reason`
+   * label of `rabbit_inbox_quarantined_total`, next to the library's own; any other reason is
+   * counted there as `other` (its text stays in the quarantine entry), so that text carrying an
+   * id cannot grow the metrics without bound. Default: none.
+   */
+  readonly quarantineReasons?: readonly string[];
 }

@@ -117,6 +117,10 @@ export class InboxPipeline<E, Tx> {
     if (!handler.handle && !handler.handleBatch) {
       throw new InboxConfigError(`handler ${handler.name} needs handle() or handleBatch()`);
     }
+    const reasons: unknown = handler.quarantineReasons;
+    if (reasons !== undefined && (!Array.isArray(reasons) || !reasons.every((r) => typeof r === "string"))) {
+      throw new InboxConfigError(`handler ${handler.name}: quarantineReasons must be an array of strings`);
+    }
     checkPipelineOptions(options);
     this.handlerName = handler.name;
     this.store = options.store;

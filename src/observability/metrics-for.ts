@@ -3,6 +3,7 @@ import type { ThrottledLogger } from "../core/log-throttle.js";
 import { hasOperations } from "../store/operations.js";
 import type { ConsumerMetrics, MetricsOptions, RelayMetrics } from "./inbox-metrics.js";
 import { DEFAULT_SAMPLE_INTERVAL_MS, noConsumerMetrics, noRelayMetrics } from "./inbox-metrics.js";
+import { reasonLabeller } from "./metric-labels.js";
 import { otel } from "./otel-api.js";
 import { otelConsumerMetrics } from "./otel-consumer-metrics.js";
 import { otelRelayMetrics } from "./otel-relay-metrics.js";
@@ -27,7 +28,10 @@ function meter() {
  */
 export function consumerMetricsFor(
   options: MetricsOptions | undefined,
-  consumer: { queue: string; handler: { name?: unknown } | undefined; store: object; partitioned: boolean; node: () => string | undefined; partitionsHeld: () => number; paused?: () => boolean },
+  consumer: {
+    queue: string; handler: { name?: unknown; quarantineReasons?: readonly string[] } | undefined; store: object; partitioned: boolean;
+    node: () => string | undefined; partitionsHeld: () => number; paused?: () => boolean;
+  },
   log?: ThrottledLogger,
 ): ConsumerMetrics {
   const handler = consumer.handler?.name;
@@ -36,7 +40,7 @@ export function consumerMetricsFor(
   const { store } = consumer;
   const operations = hasOperations(store) ? store.operations() : undefined;
   const sources = {
-    queue: consumer.queue, handler, node: consumer.node,
+    queue: consumer.queue, handler, node: consumer.node, reasonLabel: reasonLabeller(consumer.handler?.quarantineReasons),
     ...(consumer.partitioned ? { partitionsHeld: consumer.partitionsHeld } : {}),
     ...(consumer.paused ? { paused: consumer.paused } : {}),
     ...(operations ? { quarantineCounts: () => operations.quarantineCounts() } : {}),
