@@ -10,7 +10,7 @@ import type { Outcome } from "../core/outcome.js";
 import { type PipelineOptions, checkPipelineOptions } from "../core/pipeline.js";
 import type { Store } from "../core/store.js";
 import type { MetricsOptions, TransactionMetrics } from "../observability/inbox-metrics.js";
-import type { ProcessSpans } from "../observability/message-trace.js";
+import type { ProcessSpans } from "../observability/process-spans.js";
 import type { BrokerUrls } from "./broker-connection.js";
 import { PartitionMembership } from "./partition-membership.js";
 
