@@ -8,11 +8,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import { InboxConsumer, OutboxRelay, type OutboxPublishOptions, silentLogger } from "../../src/index.js";
+import { InboxConsumer, type OutboxPublishOptions, silentLogger } from "../../src/index.js";
 import { amqpUrl, deleteConsumerQueues, drainQueue, messagesReady, publishAll, waitFor } from "../support/broker.js";
-import {
-  ExchangeTap, type IdTable, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, idTable, randomExchangeName,
-} from "../support/outbox.js";
+import { publishingDatabase } from "../support/outbox.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 
 type Event = { tenant: string; event_id: string; bad?: "key" | "header" | "body" };
@@ -30,20 +28,7 @@ afterEach(async () => {
 
 describe.each(TEST_DATABASES)("a bad ctx.publish among good events, on %s", (kind) => {
   it("quarantines that event with the cause; the others apply and publish, and the consumer goes on", async () => {
-    const db: OutboxTestDatabase = await createOutboxDatabase(kind);
-    cleanups.push(() => db.remove());
-    const store: OutboxTestStore = await db.open();
-    cleanups.push(() => store.close());
-    await store.migrate();
-    const accounts: IdTable = idTable(db, store, "accounts");
-    await accounts.create();
-    const exchange = randomExchangeName("bad.publish");
-    const tap = await ExchangeTap.open(exchange);
-    cleanups.push(() => deleteExchanges(exchange), () => tap.close());
-    const relay = new OutboxRelay({ url: amqpUrl, store, logger: silentLogger, pollIntervalMs: 100, cleanupIntervalMs: 0 });
-    await relay.start();
-    cleanups.push(() => relay.stop());
-
+    const { db, store, accounts, exchange, tap } = await publishingDatabase(kind, "bad.publish", cleanups);
     const queue = `ri.test.bad-publish.${randomBytes(4).toString("hex")}`;
     const consumer = new InboxConsumer<Event, unknown>({
       url: amqpUrl, queue, store, logger: silentLogger, retryDelaysMs: [100], publishLimits: { maxBodyBytes: 4096 },
