@@ -15,7 +15,7 @@ import { InboxConfigError } from "../../src/core/errors.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxPipeline } from "../../src/core/pipeline.js";
 import type { QuarantineRecord } from "../../src/core/store.js";
-import { consumerMetricsFor } from "../../src/observability/metrics-for.js";
+import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
 import { MemoryStore } from "../support/memory-store.js";
 import { parsePrometheusText, sampleValue } from "../support/prometheus-text.js";
 import { silentLogger } from "../../src/core/logger.js";
@@ -65,6 +65,14 @@ describe("label values", () => {
     expect(text.includes("\u001b") || text.includes("\u202e")).toBe(false);
     const s = parsePrometheusText(text);
     expect(sampleValue(s, "rabbit_inbox_quarantined_total", { queue: "q\\u202egnp.exe", handler: "h\\x1b[31m", reason: "evil\\u202ereason" })).toBe(1);
+  });
+
+  it("the relay's node label too", async () => {
+    const registry = new Registry();
+    relayMetricsFor({ registry }, { node: () => "node\u202e:5672" });
+    const text = await registry.metrics();
+    expect(text).toContain('node="node\\\\u202e:5672"');
+    expect(text.includes("\u202e")).toBe(false);
   });
 });
 
