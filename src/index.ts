@@ -15,7 +15,7 @@ export type { Migration } from "./store/migration.js";
 export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts, type PartitionOptions } from "./amqp/inbox-consumer.js";
 export type { ConsumerHealth, RelayHealth } from "./observability/health.js";
 export type { MetricsOptions } from "./observability/inbox-metrics.js";
-export type { ProcessSpans } from "./observability/message-trace.js";
+export type { ProcessSpans } from "./observability/process-spans.js";
 export { type BrokerUrls, BrokerConnector, type BrokerLink, brokerUrlList, brokerNodeLabel } from "./amqp/broker-connection.js";
 export { assignPartitions } from "./amqp/partition-assignment.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
@@ -30,6 +30,7 @@ export {
   Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,
   type OutboxClaim, type OutboxRelayStore, type OutboxRow, type OutboxSettlement, type OutboxSubscription, OutboxSignal,
   outboxMessageId, type OutboxJsonValue, type OutboxPublish, type OutboxPublishOptions, type OutboxBackpressureOptions, outboxBackpressure,
+  type PublishLimits, defaultPublishLimits,
 } from "./outbox/index.js";
 export type { Backpressure, BackpressureReading } from "./core/backpressure.js";
 export type { BackpressureState } from "./amqp/backpressure-gate.js";
@@ -38,5 +39,5 @@ export * from "./quarantine/index.js";
 export { type FailingOutboxRow, type InboxOperations, type OperationsCapable, type OutboxBacklog, hasOperations } from "./store/operations.js";
 export { type CompleteStore, hasOutboxRelay, isCompleteStore } from "./store/store-contract.js";
 export { type DatabaseKind, type DatabaseTarget, databaseTargetOf } from "./store/database-url.js";
-export { type OpenStoreOptions, type UrlStore, openStore } from "./store/open-store.js";
+export { type OpenStoreOptions, type UrlStore, type UrlStoreHandle, openStore } from "./store/open-store.js";
 export { type ConsoleHandler, type ConsoleOptions, createConsoleHandler } from "./console/index.js";

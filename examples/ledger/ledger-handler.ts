@@ -64,6 +64,8 @@ export function ledgerHandler<Tx>(sql: LedgerSql<Tx>, options: LedgerHandlerOpti
   const exchange = options.balanceChangedExchange;
   return {
     name: LEDGER_HANDLER,
+    // Its own reason, next to the library's: a value of the quarantine metric's `reason` label.
+    quarantineReasons: ["account_missing"],
     parse: (body) => parseLedgerEvent(body),
     async handleBatch(items, tx) {
       if (sql.adjustAccounts && items.every(({ event }) => event.type === "balance.adjusted")) {

@@ -1,4 +1,7 @@
+import { containCallback } from "../core/contained-callback.js";
 import { describeError } from "../core/errors.js";
+import type { EventKey } from "../core/event.js";
+import type { ThrottledLogger } from "../core/log-throttle.js";
 import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
 import type { Outcome, OutcomeKind } from "../core/outcome.js";
@@ -20,6 +23,8 @@ export interface DeliverySettlerOptions {
   hook: PipelineHook | undefined;
   onOutcome: ((outcome: Outcome, timing: { latencyMs: number }) => void) | undefined;
   metrics: ConsumerMetrics;
+  /** Where what the application's callbacks (onOutcome, the after-ack hook) throw is reported. */
+  callbackLog: ThrottledLogger;
 }
 
 /** Pauses before a requeue never grow past this (unless requeueDelayMs itself is longer). */
@@ -40,11 +45,20 @@ export class DeliverySettler {
   private readonly acksDue = new Map<QueueConsumer, Delivery[]>();
   private ackFlushScheduled = false;
 
-  constructor(private readonly options: DeliverySettlerOptions) {}
+  /** The application's callbacks, contained: a throw there must not lose the acks of a batch that committed. */
+  private readonly onOutcome: ((outcome: Outcome, timing: { latencyMs: number }) => void | Promise<void>) | undefined;
+  private readonly afterAck: ((keys: ReadonlyArray<EventKey | null>) => void | Promise<void>) | undefined;
+
+  constructor(private readonly options: DeliverySettlerOptions) {
+    const { onOutcome, hook, callbackLog } = options;
+    this.onOutcome = onOutcome && containCallback("onOutcome", onOutcome, callbackLog);
+    this.afterAck = hook && containCallback("the after-ack hook", (keys: ReadonlyArray<EventKey | null>) => hook("after-ack", keys), callbackLog);
+  }
 
   /** Settles a batch; returns each delivery's outcome as settled (a copy the broker refused makes it `requeue`). */
   async settle(batch: Delivery[], decided: Outcome[]): Promise<Outcome[]> {
-    const { republisher, hook, onOutcome } = this.options;
+    const { republisher, hook } = this.options;
+    const { onOutcome, afterAck } = this;
     // Quarantined and delayed messages must be safely in their queue before their originals go;
     // one whose publish was not confirmed is not acked but given back to the broker.
     let outcomes = decided;
@@ -85,14 +99,14 @@ export class DeliverySettler {
     const now = performance.now();
     outcomes.forEach((o, i) => {
       this.counts[o.kind]++;
-      onOutcome?.(o, { latencyMs: now - batch[i]!.receivedAt });
+      void onOutcome?.(o, { latencyMs: now - batch[i]!.receivedAt });
     });
     this.options.metrics.settled(batch, outcomes, now);
     if (outcomes.some((o) => o.kind === "applied" || o.kind === "duplicate" || o.kind === "quarantined")) this.lastCommitAt = new Date();
     this.logSettled(batch, outcomes);
-    if (hook) {
+    if (afterAck) {
       const acked = outcomes.flatMap((o) => (o.kind !== "requeue" ? [o.key] : []));
-      if (acked.length > 0) await hook("after-ack", acked);
+      if (acked.length > 0) await afterAck(acked);
     }
     return outcomes;
   }

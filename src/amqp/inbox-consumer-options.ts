@@ -1,15 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { InboxConfigError } from "../core/errors.js";
+import { DURATION, POSITIVE_DURATION, POSITIVE_INTEGER, checkNumber, checkNumbers, numberOption } from "../core/option-checks.js";
 import type { Backpressure } from "../core/backpressure.js";
-import type { InboxHandler } from "../core/handler.js";
+import type { DeliveryInfo, InboxHandler } from "../core/handler.js";
 import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
-import type { PipelineOptions } from "../core/pipeline.js";
+import { type PipelineOptions, checkPipelineOptions } from "../core/pipeline.js";
 import type { Store } from "../core/store.js";
-import type { MetricsOptions } from "../observability/inbox-metrics.js";
-import type { ProcessSpans } from "../observability/message-trace.js";
+import type { MetricsOptions, TransactionMetrics } from "../observability/inbox-metrics.js";
+import type { ProcessSpans } from "../observability/process-spans.js";
 import type { BrokerUrls } from "./broker-connection.js";
 import { PartitionMembership } from "./partition-membership.js";
 
@@ -85,6 +86,13 @@ export interface InboxConsumerOptions<E, Tx> {
   decodeLimits?: PipelineOptions<E, Tx>["decodeLimits"];
   quarantineBodyCap?: number;
   /**
+   * What a handler's `ctx.publish` may carry. Default: bodies up to 16 MiB (RabbitMQ 4's default
+   * `max_message_size`). A publish over a limit, or one AMQP could not carry (a routing key over
+   * 255 bytes, a header amqplib cannot encode), is refused at the call: its event is quarantined
+   * as `invalid_publish`, and the rest of its batch applies.
+   */
+  publishLimits?: PipelineOptions<E, Tx>["publishLimits"];
+  /**
    * Where the stale fence reads an event's time: the AMQP `timestamp` property (default),
    * else `eventTimeField` of the body. See docs/operations.md.
    */
@@ -155,35 +163,51 @@ export interface ConsumerSettings {
 
 export function consumerSettings<E, Tx>(options: InboxConsumerOptions<E, Tx>): ConsumerSettings {
   if (!options.queue) throw new InboxConfigError("queue is required");
-  const batchSize = options.batchSize ?? 500;
-  const prefetch = options.prefetch ?? Math.min(65535, Math.max(200, 2 * batchSize));
-  if (!Number.isInteger(prefetch) || prefetch < 1 || prefetch > 65535) throw new InboxConfigError(`prefetch must be an integer from 1 to 65535, got ${prefetch}`);
-  if (!Number.isInteger(batchSize) || batchSize < 1) throw new InboxConfigError(`batchSize must be a positive integer, got ${batchSize}`);
+  checkPipelineOptions(options);
+  const batchSize = numberOption("batchSize", options.batchSize, 500, POSITIVE_INTEGER);
+  const prefetch = numberOption("prefetch", options.prefetch, Math.min(65535, Math.max(200, 2 * batchSize)), { min: 1, max: 65535, integer: true });
   const retryDelays = options.retryDelaysMs ?? [1000, 10_000, 60_000];
-  for (const d of retryDelays) {
-    if (!Number.isSafeInteger(d) || d < 1) throw new InboxConfigError(`retryDelaysMs must hold positive integers (ms), got ${d}`);
-  }
+  if (!Array.isArray(retryDelays)) throw new InboxConfigError("retryDelaysMs must be an array of delays in ms");
+  retryDelays.forEach((d, i) => checkNumber(`retryDelaysMs[${i}]`, d, POSITIVE_INTEGER));
+  checkNumbers("", options, {
+    maxDeliveries: POSITIVE_INTEGER, confirmTimeoutMs: POSITIVE_DURATION, reconnectBaseDelayMs: POSITIVE_DURATION,
+    reconnectMaxDelayMs: POSITIVE_DURATION, requeueDelayMs: DURATION,
+  });
+  checkNumbers("metrics.", options.metrics, { sampleIntervalMs: DURATION });
   const processSpans = options.processSpans ?? (batchSize === 1 ? "message" : "batch");
   if (processSpans !== "message" && processSpans !== "batch") throw new InboxConfigError(`processSpans must be "message" or "batch", got ${String(processSpans)}`);
   const { backpressure } = options;
-  if (backpressure !== undefined && (typeof backpressure?.check !== "function" || !(backpressure.checkIntervalMs >= 1))) {
-    throw new InboxConfigError("backpressure must have a check() function and a checkIntervalMs of at least 1 (e.g. outboxBackpressure({ store }))");
+  if (backpressure !== undefined) {
+    if (typeof backpressure?.check !== "function") throw new InboxConfigError("backpressure must have a check() function (e.g. outboxBackpressure({ store }))");
+    checkNumber("backpressure.checkIntervalMs", backpressure.checkIntervalMs, POSITIVE_DURATION);
   }
+  const concurrency = numberOption("concurrency", options.concurrency, 1, POSITIVE_INTEGER);
   return {
     prefetch, batchSize, retryDelays, processSpans,
-    concurrency: Math.min(options.concurrency ?? 1, options.store.maxConcurrentTransactions),
+    concurrency: Math.min(concurrency, checkNumber("store.maxConcurrentTransactions", options.store.maxConcurrentTransactions, POSITIVE_INTEGER)),
     quarantineQueue: options.quarantineQueue ?? `${options.queue}.quarantine`,
     requeueDelayMs: options.requeueDelayMs ?? 1000,
   };
 }
 
+/** The pipeline's options, from the consumer's. */
+export function pipelineOptions<E, Tx>(
+  options: InboxConsumerOptions<E, Tx>, logger: Logger, metrics: TransactionMetrics, canDelayRetry: (delivery: DeliveryInfo) => boolean,
+): PipelineOptions<E, Tx> {
+  const { store, handler, retry, decodeLimits, quarantineBodyCap, staleFence, hook, maxDeliveries, publishLimits } = options;
+  return {
+    store, handler, logger, metrics, canDelayRetry,
+    ...(retry ? { retry } : {}), ...(decodeLimits ? { decodeLimits } : {}), ...(quarantineBodyCap !== undefined ? { quarantineBodyCap } : {}),
+    ...(staleFence ? { staleFence } : {}), ...(hook ? { hook } : {}), ...(maxDeliveries !== undefined ? { maxDeliveries } : {}),
+    ...(publishLimits ? { publishLimits } : {}),
+  };
+}
+
 /** The replicas' membership of a partitioned consumer, its options checked. */
 export function partitionMembership(queue: string, partitions: PartitionOptions, logger: Logger, onChange: () => void): PartitionMembership {
-  const { count } = partitions;
-  if (!Number.isSafeInteger(count) || count < 1 || count > 1000) throw new InboxConfigError(`partitions.count must be an integer from 1 to 1000, got ${count}`);
-  const heartbeatMs = partitions.heartbeatMs ?? 500;
-  const memberTimeoutMs = partitions.memberTimeoutMs ?? 2500;
-  if (!(heartbeatMs > 0)) throw new InboxConfigError(`partitions.heartbeatMs must be positive, got ${heartbeatMs}`);
+  checkNumber("partitions.count", partitions.count, { min: 1, max: 1000, integer: true });
+  const heartbeatMs = numberOption("partitions.heartbeatMs", partitions.heartbeatMs, 500, POSITIVE_DURATION);
+  const memberTimeoutMs = numberOption("partitions.memberTimeoutMs", partitions.memberTimeoutMs, 2500, POSITIVE_DURATION);
   if (!(memberTimeoutMs > 2 * heartbeatMs)) {
     throw new InboxConfigError(`partitions.memberTimeoutMs (${memberTimeoutMs}) must be more than twice heartbeatMs (${heartbeatMs}), or one late heartbeat moves partitions`);
   }

@@ -1,5 +1,7 @@
 import type { ConsumeMessage } from "amqplib";
 import { InboxConfigError, describeError } from "../core/errors.js";
+import { callbackLogger } from "../core/contained-callback.js";
+import type { ThrottledLogger } from "../core/log-throttle.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
@@ -16,7 +18,7 @@ import type { BrokerSession } from "./broker-session.js";
 import { DeliveryRepublisher } from "./delivery-republisher.js";
 import { DeliverySettler, type OutcomeCounts } from "./delivery-settler.js";
 import { incomingMessageOf } from "./incoming-message.js";
-import { type ConsumerSettings, type InboxConsumerOptions, consumerSettings, partitionMembership } from "./inbox-consumer-options.js";
+import { type ConsumerSettings, type InboxConsumerOptions, consumerSettings, partitionMembership, pipelineOptions } from "./inbox-consumer-options.js";
 import { assignPartitions } from "./partition-assignment.js";
 import type { PartitionMembership } from "./partition-membership.js";
 import { type Delivery, QueueConsumer } from "./queue-consumer.js";
@@ -46,6 +48,7 @@ export class InboxConsumer<E, Tx> {
   private readonly gate: BackpressureGate | undefined;
   private readonly settler: DeliverySettler;
   private readonly metrics: ConsumerMetrics;
+  private readonly callbackLog: ThrottledLogger;
   /** By queue name, on the current session: the work queue, or the partitions this replica holds. */
   private consumers = new Map<string, QueueConsumer>();
   private state: "idle" | "running" | "stopping" | "stopped" = "idle";
@@ -61,20 +64,11 @@ export class InboxConsumer<E, Tx> {
     this.settings = consumerSettings(options);
     this.options = options;
     const logger = this.logger = options.logger ?? createJsonLogger();
+    const callbacks = this.callbackLog = callbackLogger(logger);
     const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
     this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
-      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) });
-    this.pipeline = new InboxPipeline({
-      store: options.store, handler: options.handler, logger,
-      ...(options.retry ? { retry: options.retry } : {}),
-      ...(options.decodeLimits ? { decodeLimits: options.decodeLimits } : {}),
-      ...(options.quarantineBodyCap !== undefined ? { quarantineBodyCap: options.quarantineBodyCap } : {}),
-      ...(options.staleFence ? { staleFence: options.staleFence } : {}),
-      ...(options.hook ? { hook: options.hook } : {}),
-      ...(options.maxDeliveries !== undefined ? { maxDeliveries: options.maxDeliveries } : {}),
-      metrics: this.metrics,
-      canDelayRetry: (delivery) => retryAttemptOf(delivery.headers, delivery.queue) < this.settings.retryDelays.length,
-    });
+      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) }, callbacks);
+    this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics, (d) => retryAttemptOf(d.headers, d.queue) < this.settings.retryDelays.length));
     const connector = new BrokerConnector(options.url, {
       connectionName: options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}`,
     });
@@ -115,7 +109,7 @@ export class InboxConsumer<E, Tx> {
       republisher: new DeliveryRepublisher({
         handlerName: this.pipeline.handlerName, quarantineQueue: this.settings.quarantineQueue, retryDelays: this.settings.retryDelays, logger,
       }),
-      isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome, metrics: this.metrics,
+      isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome, metrics: this.metrics, callbackLog: callbacks,
     });
     this.stopped = new Promise<void>((resolve, reject) => {
       // Whatever stops it (stop(), a failed start, a fatal error), its gauges leave the registry.
@@ -219,6 +213,7 @@ export class InboxConsumer<E, Tx> {
     // here: up to a prefetch's worth). A channel's Close queues behind its acks.
     for (const consumer of this.consumers.values()) await consumer.close();
     await this.broker.close();
+    this.callbackLog.flush();
     this.logger.info("stopped", { queue: this.options.queue, ...this.settler.counts });
     this.settleStopped(this.fatalError);
   }
@@ -311,18 +306,23 @@ export class InboxConsumer<E, Tx> {
   }
 
   private scheduleRebalance(): void {
-    this.rebalancing = this.rebalancing.then(() => this.rebalance()).catch((error: unknown) => {
-      // The session is lost (a reconnect follows and rebalances), or a subscribe failed: close
-      // the connection so that the reconnect starts from a clean state.
-      this.logger.warn("partition hand-over failed; reconnecting", { error: describeError(error) });
-      this.broker.session?.lost("partition hand-over failed", error instanceof Error ? error : undefined);
+    this.rebalancing = this.rebalancing.then(async () => {
+      const session = this.broker.session;
+      try {
+        await this.rebalance(session);
+      } catch (error) {
+        // The session is lost (a reconnect follows and rebalances), or a subscribe failed: close
+        // the connection it ran on so that the reconnect starts from a clean state. Only that
+        // one: a session a reconnect opened meanwhile is sound, and rebalances by itself.
+        this.logger.warn("partition hand-over failed; reconnecting", { error: describeError(error) });
+        session?.lost("partition hand-over failed", error instanceof Error ? error : undefined);
+      }
     });
   }
 
-  /** Releases the partitions this replica no longer owns, then subscribes to those it gained. */
-  private async rebalance(): Promise<void> {
+  /** Releases the partitions this replica no longer owns, then subscribes to those it gained, on `session`. */
+  private async rebalance(session: BrokerSession | undefined): Promise<void> {
     const membership = this.membership!;
-    const session = this.broker.session;
     if (this.state !== "running" || !session) return;
     const members = membership.members();
     const owned = new Set(assignPartitions(members, this.options.partitions!.count, membership.memberId).map((p) => partitionQueueName(this.options.queue, p)));

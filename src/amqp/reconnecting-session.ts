@@ -59,7 +59,13 @@ export class ReconnectingSession {
   private readonly closingSignal = new Promise<void>((resolve) => { this.signalClosing = resolve; });
   private reconnectLoop: Promise<void> | undefined;
   private loopRunning = false;
-  private sessionWaiters: Array<() => void> = [];
+  private sessionWaiters: Array<{ resolve: () => void; abort: Promise<void> | undefined }> = [];
+  /**
+   * The aborts already subscribed to. A caller waits with the same long-lived promise (its stop
+   * signal) after every loss: subscribing again each time would pile reactions on it for as long
+   * as it lives, since a promise's reaction cannot be removed.
+   */
+  private readonly watchedAborts = new WeakSet<Promise<void>>();
   private readonly listener: BrokerSessionListener;
 
   constructor(private readonly options: ReconnectingSessionOptions) {
@@ -96,8 +102,11 @@ export class ReconnectingSession {
   waitForSession(abort?: Promise<void>): Promise<void> {
     if (this.session || this.closing) return Promise.resolve();
     return new Promise<void>((resolve) => {
-      this.sessionWaiters.push(resolve);
-      void abort?.then(resolve);
+      this.sessionWaiters.push({ resolve, abort });
+      if (abort && !this.watchedAborts.has(abort)) {
+        this.watchedAborts.add(abort);
+        void abort.then(() => this.wakeSessionWaiters(abort));
+      }
     });
   }
 
@@ -171,7 +180,10 @@ export class ReconnectingSession {
     }
   }
 
-  private wakeSessionWaiters(): void {
-    for (const resolve of this.sessionWaiters.splice(0)) resolve();
+  /** Wakes every waiter, or those that wait with `abort` when it fired. */
+  private wakeSessionWaiters(abort?: Promise<void>): void {
+    const woken = abort ? this.sessionWaiters.filter((w) => w.abort === abort) : this.sessionWaiters;
+    this.sessionWaiters = abort ? this.sessionWaiters.filter((w) => w.abort !== abort) : [];
+    for (const { resolve } of woken) resolve();
   }
 }

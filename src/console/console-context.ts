@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import type { Logger } from "../core/logger.js";
+import { POSITIVE_DURATION, checkNumbers } from "../core/option-checks.js";
 import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
@@ -64,6 +65,7 @@ export class ConsoleContext {
     if (options.token && options.authenticatedCaller) {
       throw new TypeError("createConsoleHandler takes a token or an authenticatedCaller, not both: the application in front authenticates, or the console does");
     }
+    checkNumbers("", options, { confirmTimeoutMs: POSITIVE_DURATION, replayWindowMs: { min: 0 }, sessionTtlMs: POSITIVE_DURATION });
     this.sessions = new ConsoleSessions(options.token, options.sessionTtlMs);
     this.basePath = (options.basePath ?? "").replace(/\/+$/, "");
     this.authLog = options.logger ? throttleRepeats(options.logger, { intervalMs: 10_000 }) : undefined;

@@ -34,6 +34,7 @@ export interface CatalogueEntry {
 export const errorCatalogue = {
   RI_INVALID_EVENT: { kind: "permanent", meaning: "the body could not be decoded or failed validation" },
   RI_PERMANENT_EVENT: { kind: "permanent", meaning: "the event can never apply; its reason says why" },
+  RI_INVALID_PUBLISH: { kind: "permanent", meaning: "a message given to publish cannot be carried by AMQP or breaks a limit" },
   RI_RETRY_LATER: { kind: "retry-later", meaning: "the event cannot apply yet: something it depends on has not arrived" },
   RI_STORE_TRANSIENT: { kind: "transient", meaning: "database contention: deadlock, serialization failure, lock timeout, busy" },
   RI_STORE_CONNECTION_LOST: { kind: "connection", meaning: "the database session is gone or cannot be opened" },

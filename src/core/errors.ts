@@ -55,6 +55,22 @@ export class InvalidEventError extends PermanentEventError {
   }
 }
 
+/**
+ * A message given to `publish` (a handler's `ctx.publish`, or the standalone outbox) that AMQP
+ * could not carry or that breaks a limit: a routing key over 255 bytes, a header amqplib cannot
+ * encode, a body over the cap... `field` names what is wrong (`routingKey`, `headers.trace`,
+ * `body`). Thrown at the call, so the relay is never handed a row the broker would refuse. In a
+ * handler it is that event's permanent failure: quarantined as `invalid_publish`.
+ */
+export class InvalidPublishError extends PermanentEventError {
+  readonly field: string;
+  constructor(field: string, message: string, options?: { cause?: unknown }) {
+    super("invalid_publish", message, options);
+    Object.defineProperty(this, "code", { value: catalogued("RI_INVALID_PUBLISH")[0] });
+    this.field = field;
+  }
+}
+
 /** A transient database failure classified by a store (retry the whole transaction). */
 export class TransientStoreError extends InboxError {
   constructor(message: string, options?: { cause?: unknown; kind?: "transient" | "connection" }) {

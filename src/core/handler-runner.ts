@@ -1,7 +1,7 @@
 import { InboxConfigError, PermanentEventError, RetryLaterError } from "./errors.js";
 import type { EventKey } from "./event.js";
 import { eventScopedHash } from "./fingerprint.js";
-import type { BatchItem, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
+import type { BatchItem, BatchRejection, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
 import type { IncomingMessage } from "./incoming-message.js";
 import type { Ready } from "./prepared-message.js";
 import type { Refusal } from "./refusal.js";
@@ -31,7 +31,16 @@ export async function runHandler<E, Tx>(
     return { event: p.event, ctx: batchCall && isTraced(message) ? { ...ctx, publish: publishInContext(message, ctx.publish) } : ctx };
   });
   if (handler.handleBatch && batchCall) {
-    const refused = (await handler.handleBatch(items, tx.handle)) ?? [];
+    let refused: readonly BatchRejection[];
+    try {
+      refused = (await handler.handleBatch(items, tx.handle)) ?? [];
+    } catch (error) {
+      // A publish the outbox refused, thrown on as it is or wrapped, is its event's fault: run
+      // the batch again without that event rather than splitting it to find out which.
+      const i = outbox.findIndex((w) => w.refusedPublish !== undefined && causedBy(error, w.refusedPublish));
+      if (i >= 0) return [refusalOf(toApply[i]!.index, outbox[i]!.refusedPublish!)];
+      throw error;
+    }
     return refused.map((r) => {
       const p = toApply[r.index];
       if (!p) throw new InboxConfigError(`handleBatch rejected index ${r.index}, outside the batch of ${toApply.length}`);
@@ -45,9 +54,9 @@ export async function runHandler<E, Tx>(
       if (traceContext) await withContext(traceContext, () => handler.handle!(item.event, item.ctx));
       else await handler.handle!(item.event, item.ctx);
     } catch (error) {
-      if (error instanceof PermanentEventError) {
-        return [{ index: toApply[i]!.index, reason: error.reason, detail: error.message }];
-      }
+      const refusedPublish = outbox[i]!.refusedPublish;
+      if (refusedPublish && causedBy(error, refusedPublish)) return [refusalOf(toApply[i]!.index, refusedPublish)];
+      if (error instanceof PermanentEventError) return [refusalOf(toApply[i]!.index, error)];
       // Not yet rather than never: the rest of the batch goes on without it (and its retry
       // happens on the broker, after a delay, not in this loop).
       if (error instanceof RetryLaterError) {
@@ -57,6 +66,16 @@ export async function runHandler<E, Tx>(
     }
   }
   return [];
+}
+
+/** Whether `error` is `cause`, or was thrown because of it (its `cause` chain holds it). */
+function causedBy(error: unknown, cause: Error): boolean {
+  for (let e = error, depth = 0; e instanceof Error && depth < 16; e = e.cause, depth++) if (e === cause) return true;
+  return false;
+}
+
+function refusalOf(index: number, error: PermanentEventError): Refusal {
+  return { index, reason: error.reason, detail: error.message };
 }
 
 function publishInContext(message: IncomingMessage, publish: OutboxPublish): OutboxPublish {

@@ -36,9 +36,11 @@ export interface HandlerContext<Tx> {
    * a duplicate of this event produces nothing again. The message id is derived from
    * (tenant, handler, event id, position of this publish within the event's handling; and the
    * version's fingerprint after an accept-new), so a copy the relay re-sends carries the same
-   * id. Await it; resolves to the message id. An invalid call (an exchange name over 255 bytes,
-   * a priority out of range, a body that is not JSON...) rejects with InboxConfigError: let it
-   * propagate, and the pipeline fails loudly instead of blaming the event.
+   * id. Await it; resolves to the message id. A message AMQP could not carry or over a limit (a
+   * routing key over 255 bytes, a header amqplib cannot encode, a body over
+   * `publishLimits.maxBodyBytes`...) rejects at once with InvalidPublishError, naming the field:
+   * let it propagate, and this event alone is quarantined as `invalid_publish` while the rest of
+   * the batch applies. A handler that catches it decides: its event then applies without that message.
    */
   publish: OutboxPublish;
 }
@@ -91,4 +93,12 @@ export interface InboxHandler<E, Tx> {
   handleBatch?(items: ReadonlyArray<BatchItem<E, Tx>>, tx: Tx): Promise<readonly BatchRejection[] | void>;
   /** Payload fingerprint. Default: SHA-256 of the canonical JSON of `fingerprintSource`. */
   fingerprint?(source: unknown): string;
+  /**
+   * The quarantine reasons this handler gives (in PermanentEventError, RetryLaterError, a
+   * `handleBatch` rejection), e.g. `["account_missing"]`. They become values of the `reason`
+   * label of `rabbit_inbox_quarantined_total`, next to the library's own; any other reason is
+   * counted there as `other` (its text stays in the quarantine entry), so that text carrying an
+   * id cannot grow the metrics without bound. Default: none.
+   */
+  readonly quarantineReasons?: readonly string[];
 }

@@ -20,10 +20,9 @@ export class OutcomeRecords {
     private readonly bodyCap: number,
   ) {}
 
-  invalid(message: IncomingMessage, p: Extract<Prepared<unknown>, { ok: false }>, quarantine: QuarantineRecord[]): Outcome {
-    const record = this.record(message, p, p.key, "invalid", p.detail, null);
-    quarantine.push(record);
-    return { kind: "quarantined", key: p.key, reason: "invalid", detail: p.detail, record };
+  /** A message refused before any database work (decode, `parse`, `fingerprint`): quarantined with its reason, or delayed (see setAside). */
+  refused(message: IncomingMessage, p: Extract<Prepared<unknown>, { ok: false }>, s: SetAside, quarantine: QuarantineRecord[]): Outcome {
+    return this.setAside(message, p, s, quarantine);
   }
 
   duplicate<E>(p: Ready<E>): Outcome {
@@ -57,7 +56,7 @@ export class OutcomeRecords {
    * A refused event is either delayed (nothing of it is written: no claim, no quarantine row; it
    * comes back from the delayed-retry queue as a new delivery) or quarantined with its reason.
    */
-  setAside<E>(message: IncomingMessage, p: Ready<E>, s: SetAside, quarantine: QuarantineRecord[]): Outcome {
+  setAside<E>(message: IncomingMessage, p: Prepared<E>, s: SetAside, quarantine: QuarantineRecord[]): Outcome {
     if (s.delay) return { kind: "delayed", key: p.key, detail: `${s.reason}: ${s.detail}` };
     const record = this.record(message, p, p.key, s.reason, s.detail, null);
     quarantine.push(record);

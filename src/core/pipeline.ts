@@ -7,18 +7,20 @@ import type { PipelineHook } from "./hooks.js";
 import { type IncomingMessage, isRedelivery } from "./incoming-message.js";
 import { type ThrottledLogger, throttleRepeats } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
+import { COUNT, DURATION, POSITIVE_INTEGER, checkNumbers } from "./option-checks.js";
 import type { Outcome } from "./outcome.js";
 import { OutcomeRecords } from "./outcome-records.js";
 import { type Prepared, prepareMessage } from "./prepared-message.js";
 import { RedeliveryCounter } from "./redelivery-counter.js";
-import { type SetAside, setAside } from "./refusal.js";
+import { type Refusal, type SetAside, setAside } from "./refusal.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
-import { transactionOrRollBack } from "./rollback.js";
+import { type WorkResult, transactionOrRollBack } from "./rollback.js";
 import type { Store } from "./store.js";
 import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
 import type { StaleFenceOptions } from "../retention/event-time.js";
 import { type TransactionMetrics, noConsumerMetrics } from "../observability/inbox-metrics.js";
 import { traceTransaction } from "../observability/message-trace.js";
+import { type PublishLimits, defaultPublishLimits } from "../outbox/publish-checks.js";
 
 export type { IncomingMessage } from "./incoming-message.js";
 
@@ -54,6 +56,12 @@ export interface PipelineOptions<E, Tx> {
   staleFence?: StaleFenceOptions;
   /** Told of each commit's duration and each in-process retry. Default: nothing. */
   metrics?: TransactionMetrics;
+  /**
+   * What a handler's `ctx.publish` may carry (default: bodies up to 16 MiB). A publish over a
+   * limit, or one AMQP could not carry, is refused at the call: its event is quarantined as
+   * `invalid_publish`.
+   */
+  publishLimits?: Partial<PublishLimits>;
 }
 
 export const DEFAULT_MAX_DELIVERIES = 10;
@@ -61,6 +69,17 @@ export const DEFAULT_MAX_DELIVERIES = 10;
 export const DEFAULT_QUARANTINE_BODY_CAP = 64 * 1024;
 /** Duplicates arrive in bursts (a redelivered backlog): their nudge lines are counted per this interval. */
 const NUDGE_LOG_INTERVAL_MS = 60_000;
+
+/** Checks the pipeline's numeric options (the consumer's too), naming the one that is wrong. */
+export function checkPipelineOptions(options: Pick<PipelineOptions<unknown, unknown>, "retry" | "decodeLimits" | "publishLimits" | "quarantineBodyCap" | "maxDeliveries" | "staleFence">): void {
+  checkNumbers("retry.", options.retry, {
+    maxAttempts: { ...POSITIVE_INTEGER, infinity: true }, baseDelayMs: DURATION, maxDelayMs: DURATION, maxTotalMs: { min: 0, infinity: true },
+  });
+  checkNumbers("decodeLimits.", options.decodeLimits, { maxBodyBytes: POSITIVE_INTEGER, maxDepth: POSITIVE_INTEGER, maxNodes: POSITIVE_INTEGER });
+  checkNumbers("publishLimits.", options.publishLimits, { maxBodyBytes: POSITIVE_INTEGER });
+  checkNumbers("", options, { quarantineBodyCap: COUNT, maxDeliveries: POSITIVE_INTEGER });
+  checkNumbers("staleFence.", options.staleFence, { clockSkewToleranceMs: { min: 0 } });
+}
 
 /**
  * The delivery pipeline: decode -> identify -> ONE transaction { inbox claims ; handler ;
@@ -76,6 +95,8 @@ export class InboxPipeline<E, Tx> {
   private readonly logger: Logger;
   /** The duplicates' outbox nudges: one line per minute with a count, not one per duplicate batch. */
   private readonly nudgeLog: ThrottledLogger;
+  /** A failure after COMMIT repeats with every batch (a broken metric, say): counted, not written each time. */
+  private readonly afterCommitLog: ThrottledLogger;
   private readonly retry: RetryPolicy;
   private readonly limits: DecodeLimits;
   private readonly hook: PipelineHook | undefined;
@@ -96,11 +117,17 @@ export class InboxPipeline<E, Tx> {
     if (!handler.handle && !handler.handleBatch) {
       throw new InboxConfigError(`handler ${handler.name} needs handle() or handleBatch()`);
     }
+    const reasons: unknown = handler.quarantineReasons;
+    if (reasons !== undefined && (!Array.isArray(reasons) || !reasons.every((r) => typeof r === "string"))) {
+      throw new InboxConfigError(`handler ${handler.name}: quarantineReasons must be an array of strings`);
+    }
+    checkPipelineOptions(options);
     this.handlerName = handler.name;
     this.store = options.store;
     this.handler = handler;
     this.logger = options.logger;
     this.nudgeLog = throttleRepeats(options.logger, { intervalMs: NUDGE_LOG_INTERVAL_MS });
+    this.afterCommitLog = throttleRepeats(options.logger, { intervalMs: NUDGE_LOG_INTERVAL_MS });
     this.retry = { ...defaultRetryPolicy, ...options.retry };
     this.limits = { ...defaultDecodeLimits, ...options.decodeLimits };
     this.hook = options.hook;
@@ -112,6 +139,7 @@ export class InboxPipeline<E, Tx> {
     this.attempt = {
       handlerName: this.handlerName, handler, store: this.store, records: this.records,
       maxDeliveries: options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES, canDelayRetry: this.canDelayRetry,
+      publishLimits: { ...defaultPublishLimits, ...options.publishLimits },
     };
   }
 
@@ -136,6 +164,8 @@ export class InboxPipeline<E, Tx> {
       ahead.index = index;
       return ahead;
     });
+    // A parser's config error is nobody's event's fault: fail the batch before any database work.
+    for (const p of prepared) if (!p.ok && p.fail) throw p.fail;
     if (!this.redeliveries.needed(messages)) return this.processPrepared(messages, prepared);
     // A lone message is counted on its own either way (and without a count to roll back).
     const counted = messages.length > 1 ? await this.redeliveries.firstTimeBatch(messages, prepared) : undefined;
@@ -168,22 +198,14 @@ export class InboxPipeline<E, Tx> {
     const hookKeys = prepared.map((p) => p.key);
     let attempt = 1;
     for (;;) {
+      const began = performance.now();
+      let result: WorkResult<Outcome[], Refusal[]>;
       try {
-        const began = performance.now();
-        const result = await traceTransaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
+        result = await traceTransaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
           this.store,
           (tx) => runAttempt(this.attempt, tx, messages, prepared, setAsideSoFar),
           this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,
         ));
-        if ("rollBack" in result) {
-          for (const r of result.rollBack) setAsideSoFar.set(r.index, setAside(messages[r.index]!.delivery, r, this.canDelayRetry));
-          continue;
-        }
-        const outcomes = result.commit;
-        this.metrics.transactionCommitted((performance.now() - began) / 1000);
-        if (this.hook) await this.hook("after-commit", hookKeys);
-        if (this.store.resendOutbox && outcomes.some((o) => o.kind === "duplicate")) await this.resendPendingOutbox(outcomes);
-        return outcomes;
       } catch (error) {
         const kind = errorKindOf(error);
         const delay = backoffDelay(this.retry, attempt);
@@ -224,7 +246,29 @@ export class InboxPipeline<E, Tx> {
             return prepared.map((p) => ({ kind: "requeue", key: p.key, error }));
         }
       }
+      if ("rollBack" in result) {
+        for (const r of result.rollBack) setAsideSoFar.set(r.index, setAside(messages[r.index]!.delivery, r, this.canDelayRetry));
+        continue;
+      }
+      await this.afterCommit(result.commit, performance.now() - began, hookKeys);
+      return result.commit;
     }
+  }
+
+  /**
+   * What follows a COMMIT: the outcome is decided and durable, so a failure here is logged and
+   * changes nothing (running the transaction again would turn applied events into duplicates).
+   */
+  private async afterCommit(outcomes: readonly Outcome[], elapsedMs: number, hookKeys: ReadonlyArray<EventKey | null>): Promise<void> {
+    try {
+      this.metrics.transactionCommitted(elapsedMs / 1000);
+      if (this.hook) await this.hook("after-commit", hookKeys);
+    } catch (error) {
+      this.afterCommitLog.error("work after COMMIT failed; the committed outcome stands", {
+        handler: this.handlerName, messages: outcomes.length, error: describeError(error),
+      });
+    }
+    if (this.store.resendOutbox && outcomes.some((o) => o.kind === "duplicate")) await this.resendPendingOutbox(outcomes);
   }
 
   private logRequeue(commitUnknown: boolean, messages: number, attempts: number, error: unknown): void {

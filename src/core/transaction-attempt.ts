@@ -10,6 +10,7 @@ import { type Refusal, type SetAside, setAside } from "./refusal.js";
 import type { WorkResult } from "./rollback.js";
 import type { ClaimResult, OutboxSource, QuarantineRecord, Store, StoreTransaction } from "./store.js";
 import { OutboxWriter, writeOutboxRecords } from "../outbox/outbox-writer.js";
+import type { PublishLimits } from "../outbox/publish-checks.js";
 
 /** What an attempt needs from its pipeline. */
 export interface AttemptContext<E, Tx> {
@@ -19,6 +20,8 @@ export interface AttemptContext<E, Tx> {
   records: OutcomeRecords;
   maxDeliveries: number;
   canDelayRetry: ((delivery: DeliveryInfo) => boolean) | undefined;
+  /** What a handler's `ctx.publish` may carry. */
+  publishLimits: PublishLimits;
 }
 
 /**
@@ -37,7 +40,11 @@ export async function runAttempt<E, Tx>(
   const { records } = context;
   const outcomes = new Array<Outcome | undefined>(prepared.length);
   const quarantine: QuarantineRecord[] = [];
-  for (const p of prepared) if (!p.ok) outcomes[p.index] = records.invalid(messages[p.index]!, p, quarantine);
+  for (const p of prepared) {
+    if (p.ok) continue;
+    const { delivery } = messages[p.index]!;
+    outcomes[p.index] = records.refused(messages[p.index]!, p, setAside(delivery, { index: p.index, reason: p.reason, detail: p.detail, retryLater: p.retryLater }, context.canDelayRetry), quarantine);
+  }
 
   const refused = new Set(setAsideSoFar.keys());
   const toClaim = claimsToMake(prepared, refused);
@@ -70,7 +77,7 @@ export async function runAttempt<E, Tx>(
       const source: OutboxSource = { tenant: p.key.tenant, handler: context.handlerName, eventId: p.key.eventId };
       // A version that replaced an applied one gets its own message ids and idempotency keys.
       if (replacing.has(p.index)) source.version = p.fingerprint;
-      return new OutboxWriter(source);
+      return new OutboxWriter(source, context.publishLimits);
     });
     const refusals = await runHandler(context.handler, context.handlerName, tx, messages, toApply, outbox);
     if (refusals.length > 0) return { rollBack: refusals };

@@ -2,23 +2,9 @@ import type { Context, Link, Span, SpanContext } from "@opentelemetry/api";
 import type { IncomingMessage } from "../core/incoming-message.js";
 import type { Outcome } from "../core/outcome.js";
 import type { OtelApi } from "./otel-api.js";
+import type { ProcessSpans } from "./process-spans.js";
 import { quickTraceparent } from "./traceparent.js";
 import { ATTR, activeContext, extractContext, failSpan, inSpan, markError, spanMatters, tracer, tracingApi, withContext } from "./tracing.js";
-
-/**
- * How deliveries get their process spans:
- * - `batch` (the consumer's default): one span per batch, linked to each message's producer span
- *   (the messaging conventions' batch processing), with the transaction as its child. A
- *   message's publishes and copies still continue its producer's trace. It costs next to nothing
- *   per message; the consumer's side of a message is a link rather than a child.
- * - `message` (the default in strict mode, where a batch is one message): a span per delivery,
- *   parented by its producer's span. Every message of a batch may come from another trace, and
- *   this keeps each of those traces one tree (producer, consumer, transaction, outbox, relay,
- *   downstream). The batch's transaction is one span, a child of its first message's span and
- *   linked to the others'. A span per message costs the consumer several microseconds of CPU
- *   per message.
- */
-export type ProcessSpans = "message" | "batch";
 
 interface MessageTrace {
   /** The message's own process span; none in `batch` mode or when its producer sampled it out. */

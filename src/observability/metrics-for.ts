@@ -1,6 +1,9 @@
+import { containMethods } from "../core/contained-callback.js";
+import type { ThrottledLogger } from "../core/log-throttle.js";
 import { hasOperations } from "../store/operations.js";
 import type { ConsumerMetrics, MetricsOptions, RelayMetrics } from "./inbox-metrics.js";
 import { DEFAULT_SAMPLE_INTERVAL_MS, noConsumerMetrics, noRelayMetrics } from "./inbox-metrics.js";
+import { reasonLabeller } from "./metric-labels.js";
 import { otel } from "./otel-api.js";
 import { otelConsumerMetrics } from "./otel-consumer-metrics.js";
 import { otelRelayMetrics } from "./otel-relay-metrics.js";
@@ -25,7 +28,11 @@ function meter() {
  */
 export function consumerMetricsFor(
   options: MetricsOptions | undefined,
-  consumer: { queue: string; handler: { name?: unknown } | undefined; store: object; partitioned: boolean; node: () => string | undefined; partitionsHeld: () => number; paused?: () => boolean },
+  consumer: {
+    queue: string; handler: { name?: unknown; quarantineReasons?: readonly string[] } | undefined; store: object; partitioned: boolean;
+    node: () => string | undefined; partitionsHeld: () => number; paused?: () => boolean;
+  },
+  log?: ThrottledLogger,
 ): ConsumerMetrics {
   const handler = consumer.handler?.name;
   // Without a handler name the pipeline refuses the configuration right after: register nothing.
@@ -33,7 +40,7 @@ export function consumerMetricsFor(
   const { store } = consumer;
   const operations = hasOperations(store) ? store.operations() : undefined;
   const sources = {
-    queue: consumer.queue, handler, node: consumer.node,
+    queue: consumer.queue, handler, node: consumer.node, reasonLabel: reasonLabeller(consumer.handler?.quarantineReasons),
     ...(consumer.partitioned ? { partitionsHeld: consumer.partitionsHeld } : {}),
     ...(consumer.paused ? { paused: consumer.paused } : {}),
     ...(operations ? { quarantineCounts: () => operations.quarantineCounts() } : {}),
@@ -43,14 +50,29 @@ export function consumerMetricsFor(
     ...(options ? [promConsumerMetrics(options, sources)] : []),
     ...(otelMeter ? [otelConsumerMetrics(otelMeter, { ...sources, sampleIntervalMs: options?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS })] : []),
   ];
-  return fanOut(sets, noConsumerMetrics);
+  const metrics = fanOut(sets, noConsumerMetrics);
+  return log ? contained(metrics, noConsumerMetrics, log) : metrics;
 }
 
-/** The relay's metrics: prom-client when a registry is given, OpenTelemetry when an SDK is registered. */
-export function relayMetricsFor(options: MetricsOptions | undefined, sources: RelayGaugeSources): RelayMetrics {
+/**
+ * The relay's metrics: prom-client when a registry is given, OpenTelemetry when an SDK is
+ * registered. Counting happens in the middle of a publish round; what a metric throws is logged
+ * on `log` and ignored.
+ */
+export function relayMetricsFor(options: MetricsOptions | undefined, sources: RelayGaugeSources, log?: ThrottledLogger): RelayMetrics {
   const otelMeter = meter();
   const sets = [...(options ? [promRelayMetrics(options, sources)] : []), ...(otelMeter ? [otelRelayMetrics(otelMeter, sources)] : [])];
-  return fanOut(sets, noRelayMetrics);
+  const metrics = fanOut(sets, noRelayMetrics);
+  return log ? contained(metrics, noRelayMetrics, log) : metrics;
+}
+
+/**
+ * The metrics live on the application's registry (a metric of the same name registered by
+ * someone else, a broken exporter...): what they throw while counting is logged and ignored,
+ * never a reason to fail a batch's settling. Metrics off cost nothing more.
+ */
+function contained<M extends object>(metrics: M, none: M, log: ThrottledLogger): M {
+  return metrics === none ? metrics : containMethods(metrics, "a metric", log);
 }
 
 /** One set of metric calls that makes each call on every set given (the no-op set for none). */

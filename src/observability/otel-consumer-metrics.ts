@@ -3,6 +3,7 @@ import type { Outcome } from "../core/outcome.js";
 import type { ConsumerMetrics, SettledDelivery } from "./inbox-metrics.js";
 import type { ConsumerGaugeSources } from "./prom-consumer-metrics.js";
 import { BATCH_SIZE_BUCKETS, PAUSED_HELP, SECONDS_BUCKETS, heldEntries } from "./prom-consumer-metrics.js";
+import { labelValue, reasonLabeller } from "./metric-labels.js";
 import { RateLimitedSample } from "./rate-limited-sample.js";
 
 /**
@@ -12,8 +13,10 @@ import { RateLimitedSample } from "./rate-limited-sample.js";
  * API's no-op one and every call below costs an empty function.
  */
 export function otelConsumerMetrics(meter: Meter, sources: ConsumerGaugeSources & { sampleIntervalMs: number }): ConsumerMetrics {
-  const { queue, handler } = sources;
+  const queue = labelValue(sources.queue);
+  const handler = labelValue(sources.handler);
   const base: Attributes = { queue, handler };
+  const reasonLabel = sources.reasonLabel ?? reasonLabeller();
   const messages = meter.createCounter("rabbit_inbox_messages", { description: "Deliveries settled, by outcome (applied, duplicate, quarantined, delayed, requeue)." });
   const quarantined = meter.createCounter("rabbit_inbox_quarantined", { description: "Deliveries quarantined, by reason." });
   const redeliveries = meter.createCounter("rabbit_inbox_redeliveries", { description: "Settled deliveries the broker had delivered before (redelivered flag)." });
@@ -36,7 +39,7 @@ export function otelConsumerMetrics(meter: Meter, sources: ConsumerGaugeSources 
   const observers: Array<() => void> = [];
   const observeConnected = (result: { observe(value: number, attributes: Attributes): void }) => {
     const node = sources.node();
-    if (node !== undefined) result.observe(1, { role: "consumer", queue, node });
+    if (node !== undefined) result.observe(1, { role: "consumer", queue, node: labelValue(node) });
     else if (lastNode !== undefined) result.observe(0, { role: "consumer", queue, node: lastNode });
   };
   connected.addCallback(observeConnected);
@@ -78,7 +81,7 @@ export function otelConsumerMetrics(meter: Meter, sources: ConsumerGaugeSources 
       outcomes.forEach((o, i) => {
         const d = batch[i]!;
         counts.set(o.kind, (counts.get(o.kind) ?? 0) + 1);
-        if (o.kind === "quarantined") quarantined.add(1, { ...base, reason: o.reason });
+        if (o.kind === "quarantined") quarantined.add(1, { ...base, reason: reasonLabel(o.reason) });
         if (d.message.fields.redelivered) redelivered++;
         latency.record((now - d.receivedAt) / 1000, base);
       });
@@ -86,7 +89,7 @@ export function otelConsumerMetrics(meter: Meter, sources: ConsumerGaugeSources 
       if (redelivered > 0) redeliveries.add(redelivered, base);
     },
     connected(node) {
-      lastNode = node;
+      lastNode = labelValue(node);
       if (++connects > 1) reconnects.add(1, reconnectAttributes);
     },
     close() {

@@ -1,6 +1,7 @@
 import type { Attributes, Meter } from "@opentelemetry/api";
 import type { OutboxBacklog } from "../store/operations.js";
 import type { RelayMetrics } from "./inbox-metrics.js";
+import { labelValue } from "./metric-labels.js";
 import { oldestPendingAgeSeconds, type RelayGaugeSources } from "./prom-relay-metrics.js";
 
 type Observer = { observe(value: number, attributes?: Attributes): void };
@@ -20,7 +21,7 @@ export function otelRelayMetrics(meter: Meter, sources: RelayGaugeSources): Rela
   const connected = meter.createObservableGauge("rabbit_inbox_broker_connected", { description: "1 while the broker session to this node is open, 0 after it was lost." });
   const observeConnected = (result: Observer) => {
     const node = sources.node();
-    if (node !== undefined) lastNode = node;
+    if (node !== undefined) lastNode = labelValue(node);
     if (lastNode !== undefined) result.observe(node === undefined ? 0 : 1, { role: "relay", node: lastNode });
   };
   connected.addCallback(observeConnected);

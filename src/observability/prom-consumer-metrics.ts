@@ -1,6 +1,7 @@
 import type { Outcome } from "../core/outcome.js";
 import type { QuarantineCount } from "../quarantine/quarantine-admin.js";
 import { type ConsumerMetrics, DEFAULT_SAMPLE_INTERVAL_MS, type MetricsOptions, type SettledDelivery } from "./inbox-metrics.js";
+import { labelValue, reasonLabeller } from "./metric-labels.js";
 import { RateLimitedSample } from "./rate-limited-sample.js";
 import { scrapedGauge, sharedCounter, sharedHistogram } from "./shared-metrics.js";
 
@@ -21,6 +22,8 @@ export interface ConsumerGaugeSources {
   paused?: () => boolean;
   /** The store's quarantine counts (all handlers); absent when the store has no operations. */
   quarantineCounts?: () => Promise<QuarantineCount[]>;
+  /** The `reason` label of a quarantine. Default: the library's reasons, and `other` for any other. */
+  reasonLabel?: (reason: string) => string;
 }
 
 /** Of the store's quarantine counts (every handler), the entries of `handler` still held. */
@@ -31,8 +34,10 @@ export function heldEntries(counts: readonly QuarantineCount[], handler: string)
 /** The consumer's metrics on a prom-client registry, labelled with its queue and handler. */
 export function promConsumerMetrics(options: MetricsOptions, sources: ConsumerGaugeSources): ConsumerMetrics {
   const { registry } = options;
-  const { queue, handler } = sources;
+  const queue = labelValue(sources.queue);
+  const handler = labelValue(sources.handler);
   const labels = { queue, handler };
+  const reasonLabel = sources.reasonLabel ?? reasonLabeller();
   const messages = sharedCounter(registry, "rabbit_inbox_messages_total", "Deliveries settled, by outcome (applied, duplicate, quarantined, delayed, requeue).", ["queue", "handler", "outcome"]);
   const quarantined = sharedCounter(registry, "rabbit_inbox_quarantined_total", "Deliveries quarantined, by reason.", ["queue", "handler", "reason"]);
   const redeliveries = sharedCounter(registry, "rabbit_inbox_redeliveries_total", "Settled deliveries the broker had delivered before (redelivered flag).", ["queue", "handler"]);
@@ -62,7 +67,7 @@ export function promConsumerMetrics(options: MetricsOptions, sources: ConsumerGa
   const removers = [
     scrapedGauge(registry, "rabbit_inbox_broker_connected", "1 while the broker session to this node is open, 0 after it was lost.", ["role", "queue", "node"], (gauge) => {
       const node = sources.node();
-      if (node !== undefined) gauge.set({ role: "consumer", queue, node }, 1);
+      if (node !== undefined) gauge.set({ role: "consumer", queue, node: labelValue(node) }, 1);
       else if (lastNode !== undefined) gauge.set({ role: "consumer", queue, node: lastNode }, 0);
     }),
   ];
@@ -98,13 +103,13 @@ export function promConsumerMetrics(options: MetricsOptions, sources: ConsumerGa
       outcomes.forEach((o, i) => {
         const d = batch[i]!;
         byOutcome[o.kind].inc();
-        if (o.kind === "quarantined") quarantined.inc({ ...labels, reason: o.reason });
+        if (o.kind === "quarantined") quarantined.inc({ ...labels, reason: reasonLabel(o.reason) });
         if (d.message.fields.redelivered) redelivered.inc();
         latencies.observe((now - d.receivedAt) / 1000);
       });
     },
     connected(node) {
-      lastNode = node;
+      lastNode = labelValue(node);
       if (++connects > 1) reconnected.inc();
     },
     close() {

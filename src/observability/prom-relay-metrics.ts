@@ -1,5 +1,6 @@
 import type { OutboxBacklog } from "../store/operations.js";
 import type { MetricsOptions, RelayMetrics } from "./inbox-metrics.js";
+import { labelValue } from "./metric-labels.js";
 import { scrapedGauge, sharedCounter } from "./shared-metrics.js";
 
 /** What the relay's gauges read on scrape. */
@@ -25,7 +26,7 @@ export function promRelayMetrics(options: MetricsOptions, sources: RelayGaugeSou
   const removers = [
     scrapedGauge(registry, "rabbit_inbox_broker_connected", "1 while the broker session to this node is open, 0 after it was lost.", ["role", "queue", "node"], (gauge) => {
       const node = sources.node();
-      if (node !== undefined) lastNode = node;
+      if (node !== undefined) lastNode = labelValue(node);
       if (lastNode !== undefined) gauge.set({ role: "relay", node: lastNode }, node === undefined ? 0 : 1);
     }),
   ];

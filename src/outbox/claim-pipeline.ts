@@ -70,7 +70,8 @@ export class ClaimPipeline {
     try {
       claim = await this.steps.claim(out && new Map([...out.lastPublished].map(([key, row]) => [key, row.id])));
     } catch (error) {
-      await this.settleAll().catch(() => undefined);
+      // Kept for the next settleAll(): the claim's failure is this one's, the rounds' is theirs.
+      await this.settleAll().catch((settleError: unknown) => { this.failure ??= { error: settleError }; });
       throw error;
     }
     if (!claim) return this.settleAll();

@@ -8,3 +8,4 @@ export { outboxMessageId } from "./message-id.js";
 export { sendableRows } from "./ordered-claim.js";
 export { publishOptions } from "./relay-session.js";
 export type { OutboxJsonValue, OutboxPublish, OutboxPublishOptions } from "./publish-options.js";
+export { type PublishLimits, defaultPublishLimits } from "./publish-checks.js";

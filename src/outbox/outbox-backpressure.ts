@@ -1,5 +1,6 @@
 import type { Backpressure, BackpressureReading } from "../core/backpressure.js";
 import { InboxConfigError, describeError } from "../core/errors.js";
+import { POSITIVE_DURATION, POSITIVE_INTEGER, numberOption } from "../core/option-checks.js";
 import { oldestPendingAgeSeconds } from "../observability/prom-relay-metrics.js";
 import { hasOperations } from "../store/operations.js";
 import type { OutboxRelayStore } from "./outbox-store.js";
@@ -38,14 +39,9 @@ export function outboxBackpressure(options: OutboxBackpressureOptions): Backpres
   if (!store || typeof store.countPendingOutbox !== "function") {
     throw new InboxConfigError("outboxBackpressure needs a store that counts its pending outbox rows (countPendingOutbox): PostgresStore, MysqlStore or SqliteStore");
   }
-  const maxPending = options.maxPending ?? 10_000;
-  if (!Number.isSafeInteger(maxPending) || maxPending < 1) throw new InboxConfigError(`outboxBackpressure maxPending must be a positive integer, got ${maxPending}`);
-  const resumeBelow = options.resumeBelow ?? Math.max(1, Math.floor(maxPending / 2));
-  if (!Number.isSafeInteger(resumeBelow) || resumeBelow < 1 || resumeBelow > maxPending) {
-    throw new InboxConfigError(`outboxBackpressure resumeBelow must be an integer from 1 to maxPending (${maxPending}), got ${resumeBelow}`);
-  }
-  const checkIntervalMs = options.checkIntervalMs ?? 500;
-  if (!Number.isFinite(checkIntervalMs) || checkIntervalMs < 1) throw new InboxConfigError(`outboxBackpressure checkIntervalMs must be at least 1, got ${checkIntervalMs}`);
+  const maxPending = numberOption("outboxBackpressure maxPending", options.maxPending, 10_000, POSITIVE_INTEGER);
+  const resumeBelow = numberOption("outboxBackpressure resumeBelow", options.resumeBelow, Math.max(1, Math.floor(maxPending / 2)), { min: 1, max: maxPending, integer: true });
+  const checkIntervalMs = numberOption("outboxBackpressure checkIntervalMs", options.checkIntervalMs, 500, POSITIVE_DURATION);
   const count = store.countPendingOutbox.bind(store);
   return {
     name: "outbox backlog",

@@ -1,6 +1,7 @@
 import type { ConfirmChannel } from "amqplib";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Logger } from "../core/logger.js";
+import { DURATION, POSITIVE_DURATION, POSITIVE_INTEGER, checkNumbers } from "../core/option-checks.js";
 import type { MetricsOptions } from "../observability/inbox-metrics.js";
 import type { OutboxRelayStore, OutboxRow } from "./outbox-store.js";
 
@@ -97,4 +98,15 @@ export interface RelayRound {
   claimed: number;
   sent: number;
   failed: number;
+}
+
+/** Checks the relay's numeric options that are given, naming the one that is wrong; the relay applies the defaults. */
+export function checkRelayOptions(options: OutboxRelayOptions): void {
+  checkNumbers("", options, {
+    batchSize: POSITIVE_INTEGER, publishTimeoutMs: POSITIVE_DURATION, pollIntervalMs: POSITIVE_DURATION, leaseMs: POSITIVE_DURATION,
+    retryBaseDelayMs: POSITIVE_DURATION, retryMaxDelayMs: POSITIVE_DURATION, reconnectBaseDelayMs: POSITIVE_DURATION,
+    reconnectMaxDelayMs: POSITIVE_DURATION, sentRetentionMs: { min: 0 }, cleanupIntervalMs: DURATION, cleanupBatchSize: POSITIVE_INTEGER,
+    drainTimeoutMs: { min: 0 },
+  });
+  checkNumbers("metrics.", options.metrics, { sampleIntervalMs: DURATION });
 }

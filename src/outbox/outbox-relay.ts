@@ -1,7 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { BrokerConnector } from "../amqp/broker-connection.js";
+import { containCallback } from "../core/contained-callback.js";
 import { InboxConfigError, describeError } from "../core/errors.js";
+import { POSITIVE_DURATION, checkNumber } from "../core/option-checks.js";
 import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
 import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import { createJsonLogger } from "../core/logger.js";
@@ -13,7 +15,7 @@ import { RateLimitedSample } from "../observability/rate-limited-sample.js";
 import { type OutboxBacklog, hasOperations } from "../store/operations.js";
 import { publishRowInSpan } from "../observability/publish-trace.js";
 import { OutboxNotifications } from "./outbox-notifications.js";
-import type { OutboxRelayOptions, RelayRound } from "./outbox-relay-options.js";
+import { type OutboxRelayOptions, type RelayRound, checkRelayOptions } from "./outbox-relay-options.js";
 import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
 import { ClaimPipeline, type ClaimsOut } from "./claim-pipeline.js";
 import { RelayClaims } from "./relay-claims.js";
@@ -71,6 +73,7 @@ export class OutboxRelay {
 
   constructor(options: OutboxRelayOptions) {
     if (!options.url) throw new InboxConfigError("url is required (the AMQP URL)");
+    checkRelayOptions(options);
     if (!options.store || typeof options.store.claimOutbox !== "function") {
       throw new InboxConfigError("store must support the outbox relay (claimOutbox), e.g. PostgresStore or SqliteStore");
     }
@@ -90,7 +93,7 @@ export class OutboxRelay {
     });
     const store = this.store;
     this.backlog = hasOperations(store) ? new RateLimitedSample(() => store.operations().outboxBacklog(), options.metrics?.sampleIntervalMs ?? DEFAULT_SAMPLE_INTERVAL_MS) : undefined;
-    this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) });
+    this.metrics = relayMetricsFor(options.metrics, { node: () => this.broker.node, ...(this.backlog ? { backlog: () => this.backlog!.get() } : {}) }, this.logger);
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
     this.claims = new RelayClaims({
       store, relayName: this.name, batchSize: this.batchSize, leaseMs: this.leaseMs, pollIntervalMs: this.pollIntervalMs,
@@ -253,9 +256,11 @@ export class OutboxRelay {
   }
 
   private count(outcome: ClaimOutcome): void {
+    // The application's callback: a throw there must not fail the round whose rows are being marked.
+    const onPublished = this.options.onPublished && containCallback("onPublished", this.options.onPublished, this.logger);
     for (const row of outcome.sent) {
       this.metrics.published();
-      this.options.onPublished?.(row);
+      void onPublished?.(row);
     }
     for (let i = 0; i < outcome.failed.length; i++) this.metrics.publishFailed();
     this.totals.published += outcome.sent.length;
@@ -298,7 +303,7 @@ export class OutboxRelay {
         if (this.pipeline.busy || sent > 0 || !this.broker.isOpen) continue;
         await this.work.wait(this.pollIntervalMs);
       } catch (error) {
-        await this.pipeline.settleAll().catch(() => undefined);
+        await this.pipeline.settleAll().catch((settleError: unknown) => this.logger.warn("outbox relay round failed while it was settled; the relay carries on", { relay: this.name, error: describeError(settleError) }));
         databaseFailures++;
         this.logger.warn("outbox relay cannot claim rows; retrying", { relay: this.name, attempt: databaseFailures, error: describeError(error) });
         await sleep(this.databaseBackoff(databaseFailures), this.stopRequested);
@@ -344,6 +349,5 @@ export class OutboxRelay {
 }
 
 function positive(name: string, value: number): number {
-  if (!Number.isFinite(value) || value <= 0) throw new InboxConfigError(`${name} must be a positive number, got ${value}`);
-  return value;
+  return checkNumber(name, value, POSITIVE_DURATION);
 }

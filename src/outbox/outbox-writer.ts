@@ -1,12 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { InboxConfigError } from "../core/errors.js";
+import { InboxConfigError, InvalidPublishError } from "../core/errors.js";
 import type { OutboxRecord, OutboxSource, StoreTransaction } from "../core/store.js";
 import { withTraceHeaders } from "../observability/publish-trace.js";
 import { outboxMessageId } from "./message-id.js";
+import { type PublishLimits, checkBodySize, checkHeaders, checkShortString, defaultPublishLimits } from "./publish-checks.js";
 import type { OutboxPublish, OutboxPublishOptions } from "./publish-options.js";
-
-/** AMQP short strings (exchange, routing key, property values) hold at most 255 bytes. */
-const SHORT_STRING_BYTES = 255;
 
 /**
  * Collects the messages published during one event's handling (or one standalone transaction)
@@ -16,17 +14,27 @@ const SHORT_STRING_BYTES = 255;
 export class OutboxWriter {
   private readonly records: OutboxRecord[] = [];
   private sealed = false;
+  private refused: InvalidPublishError | undefined;
 
-  constructor(private readonly source: OutboxSource | null) {}
+  constructor(private readonly source: OutboxSource | null, private readonly limits: PublishLimits = defaultPublishLimits) {}
 
-  /** The `publish` handed to user code: validates at once, so the stack trace points at the call. */
+  /**
+   * The `publish` handed to user code: validates at once, so the stack trace points at the call.
+   * A message AMQP could not carry rejects with an InvalidPublishError and is not recorded.
+   */
   readonly publish: OutboxPublish = (exchange, routingKey, body, options) => {
     try {
       return Promise.resolve(this.add(exchange, routingKey, body, options ?? {}));
     } catch (error) {
+      if (error instanceof InvalidPublishError) this.refused ??= error;
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
   };
+
+  /** The first publish refused as invalid, if any: whatever the handler threw afterwards, its event is at fault. */
+  get refusedPublish(): InvalidPublishError | undefined {
+    return this.refused;
+  }
 
   get size(): number {
     return this.records.length;
@@ -47,14 +55,15 @@ export class OutboxWriter {
     if (this.sealed) {
       throw new InboxConfigError("publish() called after its transaction's work returned; await every publish inside the handler");
     }
-    shortString("exchange", exchange, true);
-    shortString("routingKey", routingKey, true);
+    checkShortString("exchange", exchange, true);
+    checkShortString("routingKey", routingKey, true);
     const { orderingKey, messageId: explicitId, ...amqp } = options;
-    if (orderingKey !== undefined) shortString("orderingKey", orderingKey, false);
-    if (explicitId !== undefined) shortString("messageId", explicitId, false);
+    if (orderingKey !== undefined) checkShortString("orderingKey", orderingKey, false);
+    if (explicitId !== undefined) checkShortString("messageId", explicitId, false);
+    const { bytes, json } = encodeBody(body);
+    checkBodySize(bytes.length, this.limits);
     const position = this.records.length;
     const messageId = explicitId ?? (this.source ? outboxMessageId(this.source, position) : randomUUID());
-    const { bytes, json } = encodeBody(body);
     // The active trace goes with the row: the relay continues it whenever it publishes.
     const headers = withTraceHeaders(amqp.headers);
     const properties = encodeProperties(headers === amqp.headers ? amqp : { ...amqp, headers: headers }, json);
@@ -76,13 +85,6 @@ export async function writeOutboxRecords<Tx>(tx: StoreTransaction<Tx>, writers: 
   await tx.writeOutbox(records);
 }
 
-function shortString(name: string, value: unknown, emptyAllowed: boolean): void {
-  if (typeof value !== "string") throw new InboxConfigError(`publish: ${name} must be a string, got ${value === null ? "null" : typeof value}`);
-  if (!emptyAllowed && value.length === 0) throw new InboxConfigError(`publish: ${name} must not be empty`);
-  if (Buffer.byteLength(value) > SHORT_STRING_BYTES) throw new InboxConfigError(`publish: ${name} is longer than ${SHORT_STRING_BYTES} bytes`);
-  if (value.includes("\u0000")) throw new InboxConfigError(`publish: ${name} contains a NUL character`);
-}
-
 function encodeBody(body: unknown): { bytes: Buffer; json: boolean } {
   if (Buffer.isBuffer(body)) return { bytes: body, json: false };
   if (body instanceof Uint8Array) return { bytes: Buffer.from(body), json: false };
@@ -91,9 +93,9 @@ function encodeBody(body: unknown): { bytes: Buffer; json: boolean } {
   try {
     text = JSON.stringify(body);
   } catch (cause) {
-    throw new InboxConfigError(`publish: the body cannot be serialized as JSON: ${(cause as Error).message}`, { cause });
+    throw new InvalidPublishError("body", `publish: body cannot be serialized as JSON: ${(cause as Error).message}`, { cause });
   }
-  if (text === undefined) throw new InboxConfigError(`publish: a ${typeof body} body cannot be serialized as JSON`);
+  if (text === undefined) throw new InvalidPublishError("body", `publish: body is a ${typeof body}, which cannot be serialized as JSON`);
   return { bytes: Buffer.from(text, "utf8"), json: true };
 }
 
@@ -102,21 +104,21 @@ function encodeProperties(options: Omit<OutboxPublishOptions, "orderingKey" | "m
   const properties: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(strings)) {
     if (value === undefined) continue;
-    shortString(name, value, false);
+    checkShortString(name, value, false);
     properties[name] = value;
   }
   if (json && properties.contentType === undefined) properties.contentType = "application/json";
   if (expiration !== undefined) {
     const ms = Number(expiration);
-    if (!Number.isSafeInteger(ms) || ms < 0) throw new InboxConfigError(`publish: expiration must be a non-negative integer of milliseconds, got ${String(expiration)}`);
+    if (!Number.isSafeInteger(ms) || ms < 0) throw new InvalidPublishError("expiration", `publish: expiration must be a non-negative integer of milliseconds, got ${String(expiration)}`);
     properties.expiration = String(ms);
   }
   if (priority !== undefined) {
-    if (!Number.isInteger(priority) || priority < 0 || priority > 255) throw new InboxConfigError(`publish: priority must be an integer from 0 to 255, got ${priority}`);
+    if (!Number.isInteger(priority) || priority < 0 || priority > 255) throw new InvalidPublishError("priority", `publish: priority must be an integer from 0 to 255, got ${priority}`);
     properties.priority = priority;
   }
   if (headers !== undefined) {
-    if (headers === null || typeof headers !== "object" || Array.isArray(headers)) throw new InboxConfigError("publish: headers must be an object");
+    if (headers === null || typeof headers !== "object" || Array.isArray(headers)) throw new InvalidPublishError("headers", "publish: headers must be an object");
     properties.headers = headers;
   }
   // Seconds, fixed when the row is written, so every re-send carries the same timestamp.
@@ -125,9 +127,11 @@ function encodeProperties(options: Omit<OutboxPublishOptions, "orderingKey" | "m
   try {
     text = JSON.stringify(properties);
   } catch (cause) {
-    throw new InboxConfigError(`publish: headers must be JSON values: ${(cause as Error).message}`, { cause });
+    throw new InvalidPublishError("headers", `publish: headers must be JSON values: ${(cause as Error).message}`, { cause });
   }
   // PostgreSQL text and jsonb cannot hold U+0000.
-  if (text.includes("\\u0000")) throw new InboxConfigError("publish: a header contains a NUL character");
+  if (text.includes("\\u0000")) throw new InvalidPublishError("headers", "publish: a header contains a NUL character");
+  // Checked as the relay will read them back and hand them to amqplib.
+  if (properties.headers !== undefined) checkHeaders((JSON.parse(text) as { headers: Record<string, unknown> }).headers);
   return text;
 }

@@ -1,5 +1,6 @@
 import type { OutboxSource, Store } from "../core/store.js";
 import { OutboxWriter, writeOutboxRecords } from "./outbox-writer.js";
+import { type PublishLimits, defaultPublishLimits } from "./publish-checks.js";
 import type { OutboxPublish } from "./publish-options.js";
 
 export interface OutboxTransactionOptions {
@@ -9,6 +10,11 @@ export interface OutboxTransactionOptions {
    * which the outbox skips. Default: a random UUID per message (unless `messageId` is passed).
    */
   source?: OutboxSource;
+  /**
+   * What a publish may carry. Default: bodies up to 16 MiB. A publish over a limit, or one AMQP
+   * could not carry, rejects at the call with an InvalidPublishError naming the field.
+   */
+  publishLimits?: Partial<PublishLimits>;
 }
 
 /**
@@ -32,7 +38,7 @@ export class Outbox<Tx> {
    */
   transaction<T>(work: (tx: Tx, publish: OutboxPublish) => Promise<T>, options: OutboxTransactionOptions = {}): Promise<T> {
     return this.store.transaction(async (stx) => {
-      const writer = new OutboxWriter(options.source ?? null);
+      const writer = new OutboxWriter(options.source ?? null, { ...defaultPublishLimits, ...options.publishLimits });
       const result = await work(stx.handle, writer.publish);
       await writeOutboxRecords(stx, [writer], this.store.dialect);
       return result;

@@ -1,4 +1,5 @@
 import { InboxError } from "../core/errors.js";
+import { COUNT, DURATION, POSITIVE_INTEGER, checkNumbers } from "../core/option-checks.js";
 import { backoffDelay, sleep } from "../core/retry-policy.js";
 import { checkReplayWindow } from "./replay-window.js";
 import type { PurgeableRecords, QuarantineHold, RetentionStore } from "./retention-store.js";
@@ -58,9 +59,9 @@ const TRANSIENT_BACKOFF = { baseDelayMs: 100, maxDelayMs: 800, jitter: false } a
  * the oldest entry held in quarantine, unless forced.
  */
 export async function purgeExpiredDedupRecords(store: RetentionStore, options: CleanupOptions): Promise<CleanupReport> {
+  checkNumbers("", options, { batchSize: POSITIVE_INTEGER, pauseMs: DURATION, maxBatches: COUNT, minimumWindowMs: { min: 0 } });
   checkReplayWindow(options.replayWindowMs, { force: options.force ?? false, ...(options.minimumWindowMs !== undefined ? { minimumMs: options.minimumWindowMs } : {}) });
   const batchSize = options.batchSize ?? 1000;
-  if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
   const pauseMs = options.pauseMs ?? 10;
   const now = await store.now();
   const requestedCutoff = new Date(now.getTime() - options.replayWindowMs);

@@ -3,13 +3,21 @@ import { dirname } from "node:path";
 import { InboxConfigError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { redactSecrets } from "../core/redact-secrets.js";
-import type { MysqlStore } from "./mysql/index.js";
-import type { PostgresStore } from "./postgres/index.js";
-import type { SqliteStore } from "./sqlite/index.js";
+import type { Store } from "../core/store.js";
+import type { MysqlConnection, MysqlStore } from "./mysql/index.js";
+import type { PgClient, PostgresStore } from "./postgres/index.js";
+import type { SqliteDatabase, SqliteStore } from "./sqlite/index.js";
 import { databaseTargetOf } from "./database-url.js";
 
-/** A store openStore can return; `dialect` tells which. */
-export type UrlStore = PostgresStore | MysqlStore | SqliteStore;
+/** The transaction handle (`ctx.tx`) of a store openStore can return. */
+export type UrlStoreHandle = PgClient | MysqlConnection | SqliteDatabase;
+
+/**
+ * A store openStore can return; `dialect` tells which, and narrows the type. It is also a
+ * `Store` whose handle is any of the three, so that it goes to an InboxConsumer or an
+ * OutboxRelay as it is (a plain union of stores gives the consumer no one Store<Tx> to infer).
+ */
+export type UrlStore = (PostgresStore | MysqlStore | SqliteStore) & Store<UrlStoreHandle>;
 
 export interface OpenStoreOptions {
   logger?: Logger;

@@ -5,7 +5,7 @@ import type { ChannelModel, ConsumeMessage } from "amqplib";
 import mysql from "mysql2/promise";
 import pg from "pg";
 import Database from "better-sqlite3";
-import { databaseTargetOf } from "../../src/index.js";
+import { OutboxRelay, databaseTargetOf, silentLogger } from "../../src/index.js";
 import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
@@ -150,6 +150,39 @@ export function idTable(db: OutboxTestDatabase, store: OutboxTestStore, table: s
     insert: async (tx, id) => { await (tx as PgClient).query(`INSERT INTO ${table} (id) VALUES ($1)`, [id]); },
     list: () => store.transaction(async (tx) => (await tx.handle.query(`SELECT id FROM ${table} ORDER BY id`)).rows.map((r) => String(r.id))),
   };
+}
+
+/** What a test of a handler's publishes stands on; see `publishingDatabase`. */
+export interface PublishingDatabase {
+  db: OutboxTestDatabase;
+  store: OutboxTestStore;
+  /** A business table the handler writes each event's id to. */
+  accounts: IdTable;
+  exchange: string;
+  /** What reaches `exchange`. */
+  tap: ExchangeTap;
+}
+
+/**
+ * A migrated database with an `accounts` table, and downstream of it an exchange with a tap and
+ * a running relay: a handler's publishes arrive in the tap. What undoes each is pushed onto
+ * `cleanups`, to be run in reverse order.
+ */
+export async function publishingDatabase(kind: TestDatabaseKind, exchangePrefix: string, cleanups: Array<() => Promise<unknown>>): Promise<PublishingDatabase> {
+  const db = await createOutboxDatabase(kind);
+  cleanups.push(() => db.remove());
+  const store = await db.open();
+  cleanups.push(() => store.close());
+  await store.migrate();
+  const accounts = idTable(db, store, "accounts");
+  await accounts.create();
+  const exchange = randomExchangeName(exchangePrefix);
+  const tap = await ExchangeTap.open(exchange);
+  cleanups.push(() => deleteExchanges(exchange), () => tap.close());
+  const relay = new OutboxRelay({ url: amqpUrl, store, logger: silentLogger, pollIntervalMs: 100, cleanupIntervalMs: 0 });
+  await relay.start();
+  cleanups.push(() => relay.stop());
+  return { db, store, accounts, exchange, tap };
 }
 
 /** MySQL's VARBINARY columns come back as Buffers. */

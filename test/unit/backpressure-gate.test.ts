@@ -264,12 +264,12 @@ describe("outboxBackpressure", () => {
     expect(() => outboxBackpressure({ store: {} })).toThrow(InboxConfigError);
     expect(() => outboxBackpressure({ store: {} })).toThrow("outboxBackpressure needs a store that counts its pending outbox rows (countPendingOutbox): PostgresStore, MysqlStore or SqliteStore");
     const s = store(() => 0);
-    expect(() => outboxBackpressure({ store: s, maxPending: 0 })).toThrow("outboxBackpressure maxPending must be a positive integer, got 0");
-    expect(() => outboxBackpressure({ store: s, maxPending: 1.5 })).toThrow("maxPending must be a positive integer, got 1.5");
-    expect(() => outboxBackpressure({ store: s, maxPending: 10, resumeBelow: 11 })).toThrow("outboxBackpressure resumeBelow must be an integer from 1 to maxPending (10), got 11");
-    expect(() => outboxBackpressure({ store: s, maxPending: 10, resumeBelow: 0 })).toThrow("resumeBelow must be an integer from 1 to maxPending (10), got 0");
-    expect(() => outboxBackpressure({ store: s, checkIntervalMs: 0 })).toThrow("outboxBackpressure checkIntervalMs must be at least 1, got 0");
-    expect(() => outboxBackpressure({ store: s, checkIntervalMs: Number.NaN })).toThrow("checkIntervalMs must be at least 1, got NaN");
+    expect(() => outboxBackpressure({ store: s, maxPending: 0 })).toThrow("outboxBackpressure maxPending must be an integer of 1 or more, got 0");
+    expect(() => outboxBackpressure({ store: s, maxPending: 1.5 })).toThrow("maxPending must be an integer of 1 or more, got 1.5");
+    expect(() => outboxBackpressure({ store: s, maxPending: 10, resumeBelow: 11 })).toThrow("outboxBackpressure resumeBelow must be an integer from 1 to 10, got 11");
+    expect(() => outboxBackpressure({ store: s, maxPending: 10, resumeBelow: 0 })).toThrow("resumeBelow must be an integer from 1 to 10, got 0");
+    expect(() => outboxBackpressure({ store: s, checkIntervalMs: 0 })).toThrow("outboxBackpressure checkIntervalMs must be a number from 1 to 2147483647, got 0");
+    expect(() => outboxBackpressure({ store: s, checkIntervalMs: Number.NaN })).toThrow("checkIntervalMs must be a number from 1 to 2147483647, got NaN");
     await expect(outboxBackpressure({ store: s, maxPending: 1 }).check(false)).resolves.toMatchObject({ detail: { resumeBelow: 1 } });
   });
 });

@@ -17,7 +17,7 @@ function ready(index: number, eventId: string, fingerprint = `fp-${eventId}`, re
 }
 
 function invalid(index: number): Prepared<string> {
-  return { index, ok: false, key: null, fingerprint: null, detail: "body is not valid JSON", eventTime: undefined };
+  return { index, ok: false, key: null, fingerprint: null, detail: "body is not valid JSON", eventTime: undefined, reason: "invalid", retryLater: false };
 }
 
 const claimsOf = (entries: Array<[string, ClaimResult]>) => new Map(entries.map(([id, result]) => [eventKeyString({ tenant: "t1", eventId: id }), result]));

@@ -258,3 +258,27 @@ describe("replicas", () => {
     expect(a.consumer.outcomeCounts.applied).toBeGreaterThan(5);
   });
 });
+
+describe("a hand-over that fails", () => {
+  it("closes the session it ran on, not a newer one a reconnect made meanwhile", async () => {
+    const a = replica("a", new MemoryStore());
+    await a.consumer.start();
+    await until(() => a.consumer.heldPartitions.length === 4, "a holds every partition");
+    type Lost = { lost: (what: string, error?: Error) => void };
+    const internals = a.consumer as unknown as { broker: { session: Lost | undefined }; rebalance(): Promise<void>; scheduleRebalance(): void; rebalancing: Promise<void> };
+    const ranOn = internals.broker.session!;
+    const lostRanOn = vi.spyOn(ranOn, "lost");
+    // The hand-over's subscribe fails after the connection it ran on was replaced by a new one.
+    const newer = { lost: vi.fn() };
+    let current: Lost = ranOn;
+    Object.defineProperty(internals.broker, "session", { configurable: true, get: () => current });
+    internals.rebalance = () => {
+      current = newer;
+      return Promise.reject(new Error("404 NOT_FOUND - no queue 'work.p1'"));
+    };
+    internals.scheduleRebalance();
+    await internals.rebalancing;
+    expect(lostRanOn).toHaveBeenCalledWith("partition hand-over failed", expect.objectContaining({ message: "404 NOT_FOUND - no queue 'work.p1'" }));
+    expect(newer.lost).not.toHaveBeenCalled();
+  });
+});

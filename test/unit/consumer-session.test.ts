@@ -10,7 +10,7 @@ import { BrokerUnreachableError, InboxConfigError } from "../../src/core/errors.
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
-import { logged } from "../support/recording-logger.js";
+import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 import { MemoryStore, unreachableStore } from "../support/memory-store.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -109,15 +109,15 @@ describe("start", () => {
     expect(() => fakeConsumer(broker, { ...base, prefetch: 65536 })).toThrow(/prefetch/);
     expect(() => fakeConsumer(broker, { ...base, prefetch: 1.5 })).toThrow(/prefetch/);
     expect(() => fakeConsumer(broker, { ...base, prefetch: 65535 })).not.toThrow();
-    expect(() => fakeConsumer(broker, { ...base, batchSize: 0 })).toThrow(/batchSize must be a positive integer, got 0/);
+    expect(() => fakeConsumer(broker, { ...base, batchSize: 0 })).toThrow(/batchSize must be an integer of 1 or more, got 0/);
     expect(() => fakeConsumer(broker, { ...base, batchSize: 2.5 })).toThrow(/batchSize/);
-    expect(() => fakeConsumer(broker, { ...base, retryDelaysMs: [100, 0] })).toThrow(/retryDelaysMs must hold positive integers \(ms\), got 0/);
+    expect(() => fakeConsumer(broker, { ...base, retryDelaysMs: [100, 0] })).toThrow(/retryDelaysMs\[1\] must be an integer of 1 or more, got 0/);
     expect(() => fakeConsumer(broker, { ...base, retryDelaysMs: [1.5] })).toThrow(/retryDelaysMs/);
     expect(() => fakeConsumer(broker, { ...base, partitions: { count: 0 } })).toThrow(/partitions.count must be an integer from 1 to 1000, got 0/);
     expect(() => fakeConsumer(broker, { ...base, partitions: { count: 1001 } })).toThrow(/partitions.count/);
     expect(() => fakeConsumer(broker, { ...base, partitions: { count: 1.5 } })).toThrow(/partitions.count/);
     expect(() => fakeConsumer(broker, { ...base, partitions: { count: 1000 } })).not.toThrow();
-    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 2, heartbeatMs: 0 } })).toThrow(/heartbeatMs must be positive/);
+    expect(() => fakeConsumer(broker, { ...base, partitions: { count: 2, heartbeatMs: 0 } })).toThrow(/partitions.heartbeatMs must be a number from 1 to 2147483647, got 0/);
     expect(() => fakeConsumer(broker, { ...base, partitions: { count: 2, heartbeatMs: 100, memberTimeoutMs: 200 } })).toThrow(/memberTimeoutMs \(200\) must be more than twice heartbeatMs \(100\)/);
     expect(() => fakeConsumer(broker, { ...base, partitions: { count: 2, heartbeatMs: 100, memberTimeoutMs: 201 } })).not.toThrow();
     // Nothing was connected by any of them.
@@ -391,17 +391,19 @@ describe("stop during a reconnect", () => {
   });
 });
 
-describe("a callback that throws while a batch settles", () => {
+describe("an unexpected failure while a batch settles (the application's callbacks are contained: here, its logger throws)", () => {
   it("closes the delivering channel so the broker redelivers, and the redelivery is a duplicate", async () => {
     let throws = 1;
-    const { consumer, lines, store } = build({
-      onOutcome: () => { if (throws-- > 0) throw new Error("metrics exporter crashed"); },
+    const lines: LogLine[] = [];
+    const recording = recordingLogger(lines);
+    const { consumer, store } = build({
+      logger: { ...recording, debug: (message, fields) => { if (message === "batch settled" && throws-- > 0) throw new Error("log shipper crashed"); recording.debug(message, fields); } },
     });
     await consumer.start();
     broker.publishJson("work", event("e-1"));
     await until(() => consumer.outcomeCounts.duplicate === 1, "the redelivery's duplicate");
     expect(store.effects).toEqual(["e-1"]);
-    expect(logged(lines, "unexpected failure settling a batch; closing its channels so the broker redelivers")[0]!.fields.error).toContain("metrics exporter crashed");
+    expect(logged(lines, "unexpected failure settling a batch; closing its channels so the broker redelivers")[0]!.fields.error).toContain("log shipper crashed");
     const consume = broker.framesOf("consume")[0]!;
     expect(broker.framesOf("channel-close").some((f) => f.connection === consume.connection && f.channel === consume.channel && f.by === "client")).toBe(true);
     expect(brokerClosedChannels(broker)).toEqual([]);

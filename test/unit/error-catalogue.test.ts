@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { type ErrorCode, errorCatalogue } from "../../src/core/error-catalogue.js";
 import {
-  BrokerUnreachableError, CommitOutcomeUnknownError, InboxConfigError, type InboxError, InvalidEventError, PermanentEventError,
+  BrokerUnreachableError, CommitOutcomeUnknownError, InboxConfigError, type InboxError, InvalidEventError, InvalidPublishError, PermanentEventError,
   QuarantinePublishError, RetryLaterError, TransientStoreError,
 } from "../../src/core/errors.js";
 import { QuarantineDecisionTakenError } from "../../src/quarantine/quarantine-decision-taken-error.js";
@@ -53,6 +53,7 @@ describe("the error classes take code and kind from the catalogue", () => {
   const made: Array<[string, () => InboxError, ErrorCode]> = [
     ["InvalidEventError", () => new InvalidEventError("m"), "RI_INVALID_EVENT"],
     ["PermanentEventError", () => new PermanentEventError("r", "m"), "RI_PERMANENT_EVENT"],
+    ["InvalidPublishError", () => new InvalidPublishError("routingKey", "m"), "RI_INVALID_PUBLISH"],
     ["RetryLaterError", () => new RetryLaterError("r", "m"), "RI_RETRY_LATER"],
     ["TransientStoreError", () => new TransientStoreError("m"), "RI_STORE_TRANSIENT"],
     ["TransientStoreError", () => new TransientStoreError("m", { kind: "connection" }), "RI_STORE_CONNECTION_LOST"],

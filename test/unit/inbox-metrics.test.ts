@@ -46,7 +46,7 @@ describe("the metrics seam", () => {
       [delivery(0), delivery(0, true), delivery(500), delivery(900)],
       [
         { kind: "applied", key }, { kind: "duplicate", key },
-        { kind: "quarantined", key: null, reason: "malformed", detail: "x", record }, { kind: "requeue", key, error: new Error("down") },
+        { kind: "quarantined", key: null, reason: "invalid", detail: "x", record }, { kind: "requeue", key, error: new Error("down") },
       ],
       1000,
     );
@@ -61,7 +61,7 @@ describe("the metrics seam", () => {
     expect(sampleValue(s, "rabbit_inbox_messages_total", { ...labels, outcome: "requeue" })).toBe(1);
     // Every outcome's series exists from the start, at 0: a rate() over it needs no first event.
     expect(sampleValue(s, "rabbit_inbox_messages_total", { ...labels, outcome: "delayed" })).toBe(0);
-    expect(sampleValue(s, "rabbit_inbox_quarantined_total", { ...labels, reason: "malformed" })).toBe(1);
+    expect(sampleValue(s, "rabbit_inbox_quarantined_total", { ...labels, reason: "invalid" })).toBe(1);
     expect(sampleValue(s, "rabbit_inbox_redeliveries_total", labels)).toBe(1);
     expect(sampleValue(s, "rabbit_inbox_transaction_retries_total", { ...labels, kind: "transient" })).toBe(2);
     expect(sampleValue(s, "rabbit_inbox_batch_size_count", labels)).toBe(1);

@@ -62,20 +62,6 @@ class TooLongForMysql extends MemoryStore {
 }
 
 describe("a configuration error met while handling", () => {
-  it("an invalid ctx.publish call: process() rejects with it; nothing retried, delayed, quarantined or committed", async () => {
-    const store = new MemoryStore();
-    store.outbox = [];
-    const context = setup({
-      async handle(event, ctx) {
-        ctx.tx.effects.push(event.event_id);
-        await ctx.publish("events", "balance.changed", { id: event.event_id }, { priority: 999 });
-      },
-    }, {}, store);
-    await expect(context.pipeline.process([message("e-1")])).rejects.toThrow(new InboxConfigError("publish: priority must be an integer from 0 to 255, got 999"));
-    expectNothingHappened(context);
-    expect(store.outbox).toEqual([]);
-  });
-
   it("an identifier longer than the MySQL store allows (the store's claim refuses it): rejected at once", async () => {
     const context = setup({}, {}, new TooLongForMysql());
     const error = await context.pipeline.process([message("e-1")]).then(() => null, (e: unknown) => e);

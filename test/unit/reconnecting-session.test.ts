@@ -129,6 +129,23 @@ describe("ReconnectingSession", () => {
     await session.waitForSession();
   });
 
+  it("holds on to nothing per wait: the same abort is subscribed to once, and its waiters are let go when it fires", async () => {
+    // The relay waits with its stop signal, which lives as long as the relay, after every loss.
+    let subscriptions = 0;
+    let fire!: () => void;
+    const stop = new Promise<void>((resolve) => { fire = resolve; });
+    const watched = Object.assign(stop, { then: ((...args: Parameters<Promise<void>["then"]>) => { subscriptions++; return Promise.prototype.then.apply(stop, args); }) as Promise<void>["then"] });
+    const { session } = keeper({}, [NODE_A]);
+    let woken = 0;
+    const waits = Array.from({ length: 50 }, () => session.waitForSession(watched).then(() => { woken++; }));
+    expect(subscriptions).toBeLessThanOrEqual(1);
+    fire();
+    await Promise.all(waits);
+    expect(woken).toBe(50);
+    expect((session as unknown as { sessionWaiters: unknown[] }).sessionWaiters).toEqual([]);
+    await session.close();
+  });
+
   it("runs one reconnect loop when the new session is lost while it is activated: one more session, restored once", async () => {
     let activations = 0;
     const { session, events } = keeper({

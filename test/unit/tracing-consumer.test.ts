@@ -8,6 +8,7 @@
 import { afterAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { trace } from "@opentelemetry/api";
 import { InboxConfigError, PermanentEventError } from "../../src/core/errors.js";
+import { silentLogger } from "../../src/core/logger.js";
 import type { IncomingMessage } from "../../src/core/incoming-message.js";
 import { endProcessSpansSoon, startProcessSpans } from "../../src/observability/message-trace.js";
 import { Outbox } from "../../src/outbox/outbox.js";
@@ -228,11 +229,11 @@ describe("spans of deliveries that did not settle as decided", () => {
     expect(sdk.one("process work").status).toEqual({ code: 2, message: "the pipeline rejected the batch; delivery given back unsettled" });
   });
 
-  it("ends the span of a delivery whose onOutcome callback threw while it settled", async () => {
+  it("ends the span of a delivery whose settling failed (the application's callbacks are contained: here its logger throws)", async () => {
     let throws = 1;
     const { consumer } = build({
       handler: publishingHandler(), store: memoryStoreWithOutbox(),
-      onOutcome: () => { if (throws-- > 0) throw new Error("metrics exporter crashed"); },
+      logger: { ...silentLogger, debug: (message) => { if (message === "batch settled" && throws-- > 0) throw new Error("log shipper crashed"); } },
     });
     await consumer.start();
     broker.publishJson("work", event("e-1"), { headers: { traceparent: producerTraceparent().traceparent } });

@@ -4,6 +4,7 @@ import { PooledDriver, type PooledSession } from "../sql/pooled-driver.js";
 import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query.js";
 import { classifyMysqlError, isMysqlConnectionLoss } from "./errors.js";
 import type { ServerCheck } from "./server-check.js";
+import { PacketLimit } from "./packet-limit.js";
 import { SessionGuard } from "./session-guard.js";
 
 /** A statement parameter, as the store and handlers pass them to mysql2. */
@@ -58,6 +59,8 @@ export const SHORT_READ_COMMITTED: MysqlSessionSettings = { isolationLevel: "REA
 
 export interface MysqlDriverOptions<C extends MysqlConnection> extends MysqlSessionSettings {
   pool: MysqlPool<C>;
+  /** Shared by the drivers of one pool (see withSettings): the server's limit is read once. */
+  packetLimit?: PacketLimit;
   /** True when the driver created the pool and ends it on close. */
   ownsPool: boolean;
   logger: Logger;
@@ -73,15 +76,17 @@ export interface MysqlDriverOptions<C extends MysqlConnection> extends MysqlSess
  */
 export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends PooledDriver<C, C> {
   private readonly pool: MysqlPool<C>;
+  private readonly packetLimit: PacketLimit;
 
   constructor(private readonly options: MysqlDriverOptions<C>) {
     super();
     this.pool = options.pool;
+    this.packetLimit = options.packetLimit ?? new PacketLimit();
   }
 
   /** A driver on the same pool whose transactions use other settings; it never ends the pool nor checks the server. */
   withSettings(settings: MysqlSessionSettings): MysqlDriver<C> {
-    return new MysqlDriver({ pool: this.pool, ownsPool: false, logger: this.options.logger, ...settings });
+    return new MysqlDriver({ pool: this.pool, ownsPool: false, logger: this.options.logger, packetLimit: this.packetLimit, ...settings });
   }
 
   /**
@@ -122,7 +127,7 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
   }
 
   protected startSession(connection: C): PooledSession<C> {
-    return new MysqlSession(connection, this.options);
+    return new MysqlSession(connection, this.options, this.packetLimit);
   }
 
   protected autocommit(connection: C): SqlQuery {
@@ -142,13 +147,18 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
 class MysqlSession<C extends MysqlConnection> implements PooledSession<C> {
   readonly handle: C;
   readonly query: SqlQuery;
-  private readonly guard = new SessionGuard();
+  private readonly guard: SessionGuard;
   private lockWaitSet = false;
   private restoreFailed = false;
 
-  constructor(private readonly connection: C, private readonly options: MysqlDriverOptions<C>) {
+  constructor(private readonly connection: C, private readonly options: MysqlDriverOptions<C>, packetLimit: PacketLimit) {
+    // A statement over the server's packet limit is refused before it is sent, the handler's as the store's.
+    this.guard = new SessionGuard((method, args) => packetLimit.checkCall(connection, method, args));
     this.handle = this.guard.guard(connection);
-    this.query = (statement) => this.guard.run(() => runOn(connection, statement)).then(sqlResultOf);
+    this.query = (statement) => this.guard.run(async () => {
+      await packetLimit.check(connection, statement.text, statement.values, statement.values.length === 0);
+      return runOn(connection, statement);
+    }).then(sqlResultOf);
   }
 
   get broken(): boolean {

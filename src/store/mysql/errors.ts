@@ -52,6 +52,18 @@ const DATA_ERRNO = new Set([
   1411, // ER_WRONG_VALUE_FOR_TYPE
 ]);
 
+/**
+ * A statement (or a value it computes) larger than the server's `max_allowed_packet`. The event
+ * carries too much for this database: running it again cannot help, so it is that event's
+ * permanent failure. After 1153 the server closes the session (seen here on MariaDB 10.11:
+ * mysql2 reports it without `fatal`, and the connection's next command fails with ECONNRESET).
+ */
+const PACKET_TOO_LARGE = new Set([
+  1153, // ER_NET_PACKET_TOO_LARGE: the statement's packet; the server ends the session
+  1301, // ER_WARN_ALLOWED_PACKET_OVERFLOWED: REPEAT(), CONCAT()... overflowed it (an error in strict mode)
+]);
+const SESSION_ENDING_PACKET = 1153;
+
 /** Constraint errors that SQLSTATE does not mark with class 23. */
 const CONSTRAINT_ERRNO = new Set([
   3819, // ER_CHECK_CONSTRAINT_VIOLATED (MySQL, HY000)
@@ -89,7 +101,7 @@ export function isMysqlConnectionLoss(error: unknown): boolean {
   const { fatal, code } = fieldsOf(error);
   if (fatal === true) return true;
   const errno = errnoOf(error);
-  if (errno !== undefined && CONNECTION_ERRNO.has(errno)) return true;
+  if (errno !== undefined && (CONNECTION_ERRNO.has(errno) || errno === SESSION_ENDING_PACKET)) return true;
   return typeof code === "string" && CONNECTION_CODE.has(code);
 }
 
@@ -114,7 +126,8 @@ export function isMysqlContention(error: unknown): boolean {
  * TransientStoreError, lost session -> TransientStoreError(connection), constraint errors from
  * business SQL (1062 duplicate key, foreign keys, NOT NULL, CHECK) -> PermanentEventError
  * `constraint_violation`, data errors (out of range, too long, bad value) -> PermanentEventError
- * `invalid`, SQL that cannot run as written (SQLSTATE class 42) -> InboxConfigError, anything
+ * `invalid`, a statement over `max_allowed_packet` (1153, 1301) -> PermanentEventError `too_large`,
+ * SQL that cannot run as written (SQLSTATE class 42) -> InboxConfigError, anything
  * else unchanged (the pipeline retries unknown errors, then isolates the message). `duringCommit` turns a lost session into an unknown commit outcome.
  */
 export function classifyMysqlError(error: unknown, duringCommit = false): unknown {
@@ -123,6 +136,11 @@ export function classifyMysqlError(error: unknown, duringCommit = false): unknow
   const sqlState = sqlStateOf(error);
   const code = fieldsOf(error).code;
   const label = `MySQL ${errno ?? (typeof code === "string" ? code : "error")}`;
+  // Before the connection checks: 1153 also ends the session (the connection is destroyed for
+  // it), but the event, not the database, is at fault.
+  if (errno !== undefined && PACKET_TOO_LARGE.has(errno)) {
+    return new PermanentEventError("too_large", `${label}: ${describeError(error)} (the event's statement is larger than the server's max_allowed_packet)`, { cause: error });
+  }
   if (isMysqlConnectionLoss(error)) {
     if (duringCommit) {
       return new CommitOutcomeUnknownError(`connection lost during COMMIT: ${describeError(error)}`, { cause: error });

@@ -20,6 +20,9 @@ export class SessionGuard {
   /** Why the server ended our transaction under the handler's feet; undefined while it is open. */
   private ended: unknown = undefined;
 
+  /** `beforeCall`: runs before each of the handler's statements, and may refuse it by throwing. */
+  constructor(private readonly beforeCall?: (method: "query" | "execute", args: unknown[]) => Promise<void>) {}
+
   /** True once a statement showed that the connection itself is gone. */
   get broken(): boolean {
     return isMysqlConnectionLoss(this.ended);
@@ -54,7 +57,12 @@ export class SessionGuard {
         const value: unknown = Reflect.get(target, property, receiver);
         if ((property !== "query" && property !== "execute") || typeof value !== "function") return value;
         const method = value as (...args: unknown[]) => Promise<[unknown, unknown]>;
-        return (...args: unknown[]) => this.run(() => method.apply(target, args));
+        const before = this.beforeCall;
+        if (!before) return (...args: unknown[]) => this.run(() => method.apply(target, args));
+        return (...args: unknown[]) => this.run(async () => {
+          await before(property, args);
+          return method.apply(target, args);
+        });
       },
     });
   }
