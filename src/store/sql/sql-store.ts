@@ -1,11 +1,11 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction,
+  ClaimResult, DatabaseHealth, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction,
 } from "../../core/store.js";
 import { Outbox } from "../../outbox/outbox.js";
 import { OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
-import type { SqlQuery } from "./sql-query.js";
+import type { SqlQuery, SqlStatement } from "./sql-query.js";
 
 /** The inbox's own SQL on one database: claim, quarantine, redelivery count and the two reads. */
 export interface InboxStatements {
@@ -37,6 +37,8 @@ export interface SqlDialect<Handle> {
   readonly outbox?: OutboxWriteStatements;
   /** Creates or upgrades the tables; idempotent, safe from several processes at once. */
   migrate(): Promise<void>;
+  /** A write that changes nothing (it matches no row) but that a database refusing writes refuses. */
+  readonly writeProbe: SqlStatement;
 }
 
 /**
@@ -99,6 +101,30 @@ export class SqlStore<Handle> implements Store<Handle> {
     const due = await this.sql.outbox.resend(this.sql.driver, handler, keys);
     if (due > 0) this.outboxSignal.notify();
     return due;
+  }
+
+  /**
+   * The database as the store's last transaction found it: on which node, and while an outage
+   * lasts (a refusal, a lost connection), since when, what and why. Costs nothing: nothing is sent.
+   */
+  databaseHealth(): DatabaseHealth {
+    return this.sql.driver.health();
+  }
+
+  /**
+   * Runs one write the database refuses when it refuses all writes (a DELETE that matches no
+   * row, on an inbox table), and says what it found: the readiness probe of a service, and what
+   * `rabbit-inbox doctor` asks. An empty transaction would not do: a read-only node commits it.
+   * Never throws for an outage; the health says it.
+   */
+  async checkWrites(): Promise<DatabaseHealth> {
+    try {
+      await this.sql.driver.transaction(({ query }) => query(this.sql.writeProbe));
+    } catch (error) {
+      // Recorded by the driver when it is an outage; anything else is the caller's to see.
+      if (!this.sql.driver.health().problem) throw error;
+    }
+    return this.sql.driver.health();
   }
 
   /**

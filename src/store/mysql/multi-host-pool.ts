@@ -1,0 +1,84 @@
+import type { Logger } from "../../core/logger.js";
+import type { ServerList, ServerNode } from "../host-list.js";
+import { NodeSelector } from "../sql/node-selector.js";
+import type { MysqlConnection, MysqlPool } from "./driver.js";
+import { classifyMysqlError } from "./errors.js";
+
+/**
+ * The role query: `@@read_only` says whether this node takes writes (a replica has it on; a
+ * Galera node has it off, and answers 1047 instead while it is outside the primary component,
+ * which this query meets too).
+ */
+const ROLE_QUERY = "SELECT @@GLOBAL.read_only AS read_only, (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_READY') AS wsrep_ready";
+
+/** A mysql2 promise pool as far as this class needs it: node pools are made by the caller. */
+export interface MysqlNodePool extends MysqlPool {
+  on(event: "connection", listener: (connection: { on(event: "error", listener: (error: Error) => void): unknown }) => void): unknown;
+}
+
+/**
+ * A mysql2 pool over the nodes of a multi-host URL: one node pool per node, connections handed
+ * out from the node the NodeSelector chose (by default the first whose `@@read_only` is off:
+ * the primary of a primary/replica pair, any synced node of a Galera cluster, in the URL's
+ * order), each new connection checked once. A connection destroyed by the store (lost, or
+ * refused by its node) makes the next one checked first, so a node that turned read-only or
+ * left the Galera primary component is left for the next one that fits.
+ */
+export class MultiHostMysqlPool implements MysqlPool {
+  private readonly pools = new Map<ServerNode, MysqlNodePool>();
+  private readonly selector: NodeSelector<MysqlConnection>;
+
+  constructor(list: ServerList, private readonly createPool: (url: string) => MysqlNodePool, logger: Logger) {
+    this.selector = new NodeSelector<MysqlConnection>(list.nodes, list.targetSessionAttrs ?? "read-write", {
+      database: "MySQL",
+      borrow: (node) => this.poolOf(node).getConnection(),
+      role: async (connection) => {
+        const [rows] = await connection.query(ROLE_QUERY);
+        const row = (rows as Array<{ read_only?: unknown; wsrep_ready?: unknown }>)[0];
+        // A Galera node that is not ready refuses writes as surely as a read-only one.
+        const wsrepReady = typeof row?.wsrep_ready === "string" ? row.wsrep_ready.toUpperCase() : "ON";
+        const readOnly = Number(row?.read_only) === 1 || wsrepReady === "OFF";
+        return { readOnly, standby: readOnly };
+      },
+      giveBack: (connection, destroy) => (destroy ? connection.destroy() : connection.release()),
+      closeNode: (node) => {
+        const pool = this.pools.get(node);
+        this.pools.delete(node);
+        pool?.end().catch(() => undefined);
+      },
+      classify: (error, node) => classifyMysqlError(error, false, node.label),
+    }, logger);
+  }
+
+  /** The node connections come from now (`host:port`), once one was chosen. */
+  get node(): string | undefined {
+    return this.selector.node;
+  }
+
+  async getConnection(): Promise<MysqlConnection> {
+    const connection = await this.selector.borrow();
+    return new Proxy(connection, {
+      get: (target, property, receiver) => {
+        // A destroyed connection (lost, or refused by its node) makes the next one checked first.
+        if (property === "destroy") return () => { this.selector.suspect(); target.destroy(); };
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+  }
+
+  async end(): Promise<void> {
+    const pools = [...this.pools.values()];
+    this.pools.clear();
+    await Promise.all(pools.map((pool) => pool.end()));
+  }
+
+  private poolOf(node: ServerNode): MysqlNodePool {
+    let pool = this.pools.get(node);
+    if (!pool) {
+      pool = this.createPool(node.url);
+      this.pools.set(node, pool);
+    }
+    return pool;
+  }
+}
