@@ -126,10 +126,11 @@ export class NodeSelector<C extends object> {
       const unfit = await this.unfit(connection, node, accept);
       if (unfit === undefined) {
         this.pools.giveBack(connection, false);
+        if (fallback) this.pools.closeNode(fallback);
         return this.choose(node, skipped);
       }
       this.pools.giveBack(connection, unfit.role === undefined);
-      if (unfit.role && !fallback) {
+      if (unfit.role && !fallback && this.target === "prefer-standby") {
         fallback = node;
         this.checked.add(connection);
       } else {
@@ -137,8 +138,7 @@ export class NodeSelector<C extends object> {
       }
       skipped.push({ node, why: unfit.why, error: unfit.error });
     }
-    if (fallback && this.target === "prefer-standby") return this.choose(fallback, skipped.filter((s) => s.node !== fallback));
-    if (fallback) this.pools.closeNode(fallback);
+    if (fallback) return this.choose(fallback, skipped.filter((s) => s.node !== fallback));
     throw this.refusal(skipped);
   }
 
