@@ -143,21 +143,23 @@ describe("PooledDriver: the transaction lifecycle every pooled database shares",
     expect(driver.steps.at(-1)).toBe("destroy");
   });
 
-  it("keeps the database's health: an outage (refusal or lost connection) with its node, reason and start, until a transaction commits", async () => {
+  it("keeps what its transactions met: an outage (refusal or lost connection) with its node, reason and start; the node of each success", async () => {
     const driver = new ScriptedDriver();
-    expect(driver.health()).toEqual({ available: true, node: null, problem: null });
+    expect(driver.health.snapshot()).toEqual({ available: true, node: null, problem: null });
     await driver.transaction(() => Promise.resolve(1));
-    expect(driver.health()).toEqual({ available: true, node: "conn:1", problem: null });
+    expect(driver.health.snapshot()).toEqual({ available: true, node: "conn:1", problem: null });
     await driver.transaction(() => Promise.reject(new Refused("25006"))).catch(() => undefined);
-    const refused = driver.health();
+    const refused = driver.health.snapshot();
     expect(refused).toMatchObject({ available: false, node: "conn:1", problem: { code: "RI_STORE_UNAVAILABLE", reason: "read-only", message: "refused on conn" } });
     await driver.transaction(() => Promise.reject(new ConnectionLost("gone"))).catch(() => undefined);
     // The outage goes on: it started at the refusal.
-    expect(driver.health().problem).toMatchObject({ code: "RI_STORE_CONNECTION_LOST", reason: null, since: refused.problem!.since });
-    // A handler's own failure says nothing about the database.
+    expect(driver.health.snapshot().problem).toMatchObject({ code: "RI_STORE_CONNECTION_LOST", reason: null, since: refused.problem!.since });
+    // A handler's own failure says nothing about the database; nor does a transaction that may only have read.
     await driver.transaction(() => Promise.reject(new Error("handler bug"))).catch(() => undefined);
-    expect(driver.health().available).toBe(false);
     await driver.transaction(() => Promise.resolve(1));
-    expect(driver.health()).toEqual({ available: true, node: "conn:1", problem: null });
+    expect(driver.health.snapshot().available).toBe(false);
+    // The store says when a transaction that wrote committed.
+    driver.health.committed();
+    expect(driver.health.snapshot()).toEqual({ available: true, node: "conn:1", problem: null });
   });
 });

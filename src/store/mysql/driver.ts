@@ -83,7 +83,7 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
   withSettings(settings: MysqlSessionSettings): MysqlDriver<C> {
     const driver = new MysqlDriver({ pool: this.pool, ownsPool: false, logger: this.options.logger, ...settings });
     // One database, one health: what the relay's transactions meet counts too.
-    driver.healthTracker = this.healthTracker;
+    driver.health = this.health;
     return driver;
   }
 

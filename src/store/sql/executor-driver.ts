@@ -1,4 +1,3 @@
-import type { DatabaseHealth } from "../../core/store.js";
 import { DatabaseHealthTracker } from "./database-health.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
 import type { SqlQuery, SqlResult, SqlRow } from "./sql-query.js";
@@ -51,14 +50,9 @@ export interface ExecutorDialect {
  * The data layer commits; a throw rolls back the inbox record and the business writes together.
  */
 export class ExecutorDriver<Tx> implements SqlDriver<Tx> {
-  private readonly healthTracker = new DatabaseHealthTracker();
+  readonly health = new DatabaseHealthTracker();
 
   constructor(private readonly executor: SqlExecutor<Tx>, private readonly dialect: ExecutorDialect) {}
-
-  /** The database as the last transaction found it (the data layer does not say which node). */
-  health(): DatabaseHealth {
-    return this.healthTracker.snapshot();
-  }
 
   async transaction<T>(work: (session: SqlSession<Tx>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
     // Set once `work` and the checks succeeded: whatever fails after that failed in the data
@@ -74,11 +68,10 @@ export class ExecutorDriver<Tx> implements SqlDriver<Tx> {
         state.committing = true;
         return result;
       });
-      this.healthTracker.committed(null);
       return result;
     } catch (error) {
       const classified = this.classify(error, state.committing);
-      this.healthTracker.failed(classified, null);
+      this.health.failed(classified, null);
       throw classified;
     }
   }

@@ -1,5 +1,4 @@
 import { StoreUnavailableError } from "../../core/errors.js";
-import type { DatabaseHealth } from "../../core/store.js";
 import { DatabaseHealthTracker } from "./database-health.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
 import type { SqlQuery } from "./sql-query.js";
@@ -31,8 +30,8 @@ export interface PooledSession<Handle> extends SqlSession<Handle> {
  * What the transactions meet is kept for health checks (`health`).
  */
 export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Handle> {
-  /** Shared with the drivers made from this one (other session settings, same pool). */
-  protected healthTracker = new DatabaseHealthTracker();
+  /** What the transactions met; shared with the drivers made from this one (other session settings, same pool). */
+  health = new DatabaseHealthTracker();
   /** Borrows a connection; a failure is classified (the database is unreachable, not the event bad). */
   protected abstract acquire(): Promise<Connection>;
   /** Returns the connection, or destroys it when `broken`. */
@@ -53,11 +52,6 @@ export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Hand
     return null;
   }
 
-  /** The database as the last transaction or read found it. */
-  health(): DatabaseHealth {
-    return this.healthTracker.snapshot();
-  }
-
   async transaction<T>(work: (session: SqlSession<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
     const connection = await this.borrow();
     const session = this.startSession(connection);
@@ -69,14 +63,14 @@ export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Hand
       if (beforeCommit) await beforeCommit();
       committing = true;
       await session.commit();
-      this.healthTracker.committed(this.nodeOf(connection));
+      this.health.reached(this.nodeOf(connection));
       return result;
     } catch (error) {
       broken = session.broken || this.isConnectionLoss(error);
       if (!broken) broken = !(await session.rollback(committing));
       const classified = this.classify(error, committing, connection);
       broken ||= classified instanceof StoreUnavailableError;
-      this.healthTracker.failed(classified, this.nodeOf(connection));
+      this.health.failed(classified, this.nodeOf(connection));
       throw classified;
     } finally {
       session.end();
@@ -88,11 +82,13 @@ export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Hand
     const connection = await this.borrow();
     let broken = false;
     try {
-      return await work(this.autocommit(connection));
+      const result = await work(this.autocommit(connection));
+      this.health.reached(this.nodeOf(connection));
+      return result;
     } catch (error) {
       const classified = this.classify(error, false, connection);
       broken = this.isConnectionLoss(error) || classified instanceof StoreUnavailableError;
-      this.healthTracker.failed(classified, this.nodeOf(connection));
+      this.health.failed(classified, this.nodeOf(connection));
       throw classified;
     } finally {
       this.release(connection, broken);
@@ -104,7 +100,7 @@ export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Hand
     try {
       return await this.acquire();
     } catch (error) {
-      this.healthTracker.failed(error, null);
+      this.health.failed(error, null);
       throw error;
     }
   }

@@ -1,4 +1,4 @@
-import type { DatabaseHealth } from "../../core/store.js";
+import type { DatabaseHealthTracker } from "./database-health.js";
 import type { SqlQuery } from "./sql-query.js";
 
 /** One open transaction as the inbox sees it. */
@@ -23,8 +23,8 @@ export interface SqlDriver<Handle> {
   transaction<T>(work: (session: SqlSession<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T>;
   /** Runs `work` outside any explicit transaction (each statement commits on its own). */
   read<T>(work: (query: SqlQuery) => Promise<T>): Promise<T>;
-  /** The database as the driver's last transaction found it (see Store.databaseHealth). */
-  health(): DatabaseHealth;
+  /** What the driver's transactions met (outages, the node); the store adds the commits that wrote. */
+  readonly health: DatabaseHealthTracker;
   /** Ends what the driver created (its pool); never what the user passed in. */
   close(): Promise<void>;
 }

@@ -65,24 +65,27 @@ export class SqlStore<Handle> implements Store<Handle> {
   }
 
   async transaction<T>(work: (tx: StoreTransaction<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
-    const outbox = { written: false };
-    const result = await this.sql.driver.transaction((session) => work(this.transactionOf(session, outbox)), beforeCommit);
-    if (outbox.written) this.outboxSignal.notify();
+    const wrote = { inbox: false, outbox: false };
+    const result = await this.sql.driver.transaction((session) => work(this.transactionOf(session, wrote)), beforeCommit);
+    // A write of the inbox's own committed: the database takes writes (a read-only one would have refused it).
+    if (wrote.inbox) this.sql.driver.health.committed();
+    if (wrote.outbox) this.outboxSignal.notify();
     return result;
   }
 
-  private transactionOf(session: SqlSession<Handle>, outbox: { written: boolean }): StoreTransaction<Handle> {
+  private transactionOf(session: SqlSession<Handle>, wrote: { inbox: boolean; outbox: boolean }): StoreTransaction<Handle> {
     const { inbox, outbox: outboxSql } = this.sql;
     const tx: StoreTransaction<Handle> = {
       // A getter: some sessions start the transaction only when the handler first uses it.
       get handle() { return session.handle; },
-      claim: (handler, claims) => inbox.claim(session, handler, claims),
-      quarantine: (records) => inbox.quarantine(session.query, records),
-      countRedelivery: (handler, key) => inbox.countRedelivery(session.query, handler, key),
+      claim: (handler, claims) => { wrote.inbox = true; return inbox.claim(session, handler, claims); },
+      quarantine: (records) => { wrote.inbox = true; return inbox.quarantine(session.query, records); },
+      countRedelivery: (handler, key) => { wrote.inbox = true; return inbox.countRedelivery(session.query, handler, key); },
     };
     if (outboxSql) {
       tx.writeOutbox = async (records) => {
-        if ((await outboxSql.write(session.query, records)) > 0) outbox.written = true;
+        wrote.inbox = true;
+        if ((await outboxSql.write(session.query, records)) > 0) wrote.outbox = true;
       };
     }
     return tx;
@@ -108,7 +111,7 @@ export class SqlStore<Handle> implements Store<Handle> {
    * lasts (a refusal, a lost connection), since when, what and why. Costs nothing: nothing is sent.
    */
   databaseHealth(): DatabaseHealth {
-    return this.sql.driver.health();
+    return this.sql.driver.health.snapshot();
   }
 
   /**
@@ -120,11 +123,12 @@ export class SqlStore<Handle> implements Store<Handle> {
   async checkWrites(): Promise<DatabaseHealth> {
     try {
       await this.sql.driver.transaction(({ query }) => query(this.sql.writeProbe));
+      this.sql.driver.health.committed();
     } catch (error) {
       // Recorded by the driver when it is an outage; anything else is the caller's to see.
-      if (!this.sql.driver.health().problem) throw error;
+      if (!this.sql.driver.health.snapshot().problem) throw error;
     }
-    return this.sql.driver.health();
+    return this.sql.driver.health.snapshot();
   }
 
   /**
