@@ -1,15 +1,30 @@
 import type { Logger } from "../../core/logger.js";
 import type { ServerList, ServerNode } from "../host-list.js";
-import { NodeSelector } from "../sql/node-selector.js";
+import { type NodeRole, NodeSelector } from "../sql/node-selector.js";
 import type { MysqlConnection, MysqlPool } from "./driver.js";
 import { classifyMysqlError } from "./errors.js";
 
 /**
- * The role query: `@@read_only` says whether this node takes writes (a replica has it on; a
- * Galera node has it off, and answers 1047 instead while it is outside the primary component,
- * which this query meets too).
+ * The role queries: `@@read_only` says whether this node takes writes (a replica has it on; a
+ * Galera node has it off). A Galera node (`wsrep_on`) outside the primary component is not ready
+ * (`wsrep_ready` OFF) and refuses every statement. SHOW rather than information_schema: MySQL 8
+ * has no information_schema.GLOBAL_STATUS, and shows no wsrep variable at all.
  */
-const ROLE_QUERY = "SELECT @@GLOBAL.read_only AS read_only, (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_READY') AS wsrep_ready";
+async function mysqlRole(connection: MysqlConnection): Promise<NodeRole> {
+  const [rows] = await connection.query("SELECT @@GLOBAL.read_only AS read_only");
+  let readOnly = Number((rows as Array<{ read_only?: unknown }>)[0]?.read_only) === 1;
+  const [wsrep] = await connection.query("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'");
+  if (!readOnly && showValue(wsrep) === "ON") {
+    const [ready] = await connection.query("SHOW GLOBAL STATUS LIKE 'wsrep_ready'");
+    readOnly = showValue(ready) !== "ON";
+  }
+  return { readOnly, standby: readOnly };
+}
+
+function showValue(rows: unknown): string | undefined {
+  const value = (rows as Array<{ Value?: unknown }>)[0]?.Value;
+  return typeof value === "string" ? value.toUpperCase() : undefined;
+}
 
 /** A mysql2 promise pool as far as this class needs it: node pools are made by the caller. */
 export interface MysqlNodePool extends MysqlPool {
@@ -32,14 +47,7 @@ export class MultiHostMysqlPool implements MysqlPool {
     this.selector = new NodeSelector<MysqlConnection>(list.nodes, list.targetSessionAttrs ?? "read-write", {
       database: "MySQL",
       borrow: (node) => this.poolOf(node).getConnection(),
-      role: async (connection) => {
-        const [rows] = await connection.query(ROLE_QUERY);
-        const row = (rows as Array<{ read_only?: unknown; wsrep_ready?: unknown }>)[0];
-        // A Galera node that is not ready refuses writes as surely as a read-only one.
-        const wsrepReady = typeof row?.wsrep_ready === "string" ? row.wsrep_ready.toUpperCase() : "ON";
-        const readOnly = Number(row?.read_only) === 1 || wsrepReady === "OFF";
-        return { readOnly, standby: readOnly };
-      },
+      role: mysqlRole,
       giveBack: (connection, destroy) => (destroy ? connection.destroy() : connection.release()),
       closeNode: (node) => {
         const pool = this.pools.get(node);
