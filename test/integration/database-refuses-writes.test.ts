@@ -15,15 +15,15 @@ import { afterEach, describe, expect, it } from "vitest";
 import { cliBalances, cliQuarantine } from "../../examples/ledger/driver/ledger-cli.js";
 import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
 import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
-import { InboxConsumer, type InboxHandler, type Outcome, retryQueueName } from "../../src/index.js";
+import type { InboxHandler } from "../../src/index.js";
 import { PostgresStore, type PgClient } from "../../src/store/postgres/index.js";
 import { SqliteStore, type SqliteDatabase } from "../../src/store/sqlite/index.js";
-import { amqpUrl, deleteConsumerQueues, messagesReady, publishAll, waitFor } from "../support/broker.js";
+import { amqpUrl } from "../support/broker.js";
 import { createSqliteFile, pgUrl } from "../support/databases.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { ExchangeTap } from "../support/outbox.js";
 import { runRabbitInbox } from "../support/rabbit-inbox-cli.js";
-import { type LogLine, collectingLogger } from "../support/sqlite-effects.js";
+import { REFUSAL_RETRY_DELAYS_MS, REFUSED_FOR_MS, type RefusableDatabase, refusedWritesScenario } from "../support/refusing-database.js";
 import { onSelectedDatabases } from "../support/test-databases.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -31,9 +31,7 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-/** The delayed retries of these tests: 300 ms in all. Every database below refuses writes for seconds. */
-const RETRY_DELAYS_MS = [100, 200];
-const REFUSED_FOR_MS = 4000;
+const RETRY_DELAYS_MS = REFUSAL_RETRY_DELAYS_MS;
 
 /** A PostgreSQL database of the test's own, whose writes can be refused and allowed again. */
 async function ownPostgresDatabase(): Promise<{ url: string; readOnly(on: boolean): Promise<void> }> {
@@ -56,20 +54,7 @@ async function ownPostgresDatabase(): Promise<{ url: string; readOnly(on: boolea
   };
 }
 
-interface Refusable {
-  kind: "postgres" | "sqlite";
-  store: PostgresStore | SqliteStore;
-  /** `host:port` the refusal names; null for a file. */
-  node: string | null;
-  reason: string;
-  /** Starts or ends the refusal. */
-  refuse(on: boolean): Promise<void>;
-  /** The events applied, in the order they committed. */
-  applied(): Promise<string[]>;
-  handler: InboxHandler<{ tenant: string; event_id: string }, unknown>;
-}
-
-async function refusablePostgres(): Promise<Refusable> {
+async function refusablePostgres(): Promise<RefusableDatabase> {
   const db = await ownPostgresDatabase();
   const store = await PostgresStore.connect(db.url, { poolSize: 3 });
   cleanups.push(() => store.close());
@@ -80,12 +65,14 @@ async function refusablePostgres(): Promise<Refusable> {
     async handle(event, ctx) { await ctx.tx.query("INSERT INTO effects (event_id) VALUES ($1)", [event.event_id]); },
   };
   return {
-    kind: "postgres", store, node: "127.0.0.1:5432", reason: "read-only", refuse: (on) => db.readOnly(on), handler: handler,
+    store: store, handler: handler,
+    node: "127.0.0.1:5432", reason: "read-only", refusesEveryWrite: true, refusalMessage: /^PostgreSQL 127\.0\.0\.1:5432 refuses work \(read-only, 25006\)/,
+    refuse: (on) => db.readOnly(on),
     applied: async () => store.transaction(async (tx) => (await tx.handle.query("SELECT event_id FROM effects ORDER BY seq")).rows.map((r) => String(r.event_id))),
   };
 }
 
-async function refusableSqlite(): Promise<Refusable> {
+async function refusableSqlite(): Promise<RefusableDatabase> {
   const file = await createSqliteFile();
   cleanups.push(() => file.remove());
   const store = await SqliteStore.open(file.file);
@@ -98,7 +85,8 @@ async function refusableSqlite(): Promise<Refusable> {
     handle(event, ctx) { ctx.tx.prepare("INSERT INTO effects (event_id, padding) VALUES (?, zeroblob(16384))").run(event.event_id); return Promise.resolve(); },
   };
   return {
-    kind: "sqlite", store, node: null, reason: "disk-full", handler: handler,
+    store: store, handler: handler,
+    node: null, reason: "disk-full", refusesEveryWrite: false, refusalMessage: /^SQLite refuses work \(disk-full, SQLITE_FULL\)/,
     refuse(on) {
       const pages = Number((store.database.prepare("PRAGMA page_count").get() as { page_count: number }).page_count);
       store.database.pragma(`max_page_count = ${on ? pages : 1_000_000}`);
@@ -111,51 +99,7 @@ async function refusableSqlite(): Promise<Refusable> {
 describe.each(onSelectedDatabases(["postgres", "sqlite"] as const))("a database that refuses every write (%s)", (kind) => {
   it("holds the deliveries in the broker, in order, for longer than every delayed retry; applies each once when it takes writes again", async () => {
     const db = kind === "postgres" ? await refusablePostgres() : await refusableSqlite();
-    const queue = `ri.test.refused.${randomBytes(5).toString("hex")}`;
-    cleanups.push(() => deleteConsumerQueues(queue));
-    const lines: LogLine[] = [];
-    const outcomes: Outcome[] = [];
-    const consumer = new InboxConsumer({
-      url: amqpUrl, queue, store: db.store, handler: db.handler, logger: collectingLogger(lines),
-      // Small batches, so that several are in flight behind the one refused first.
-      batchSize: 4, prefetch: 40, retryDelaysMs: RETRY_DELAYS_MS, requeueDelayMs: 50,
-      retry: { maxAttempts: 2, baseDelayMs: 5, maxDelayMs: 10, maxTotalMs: 100 },
-      onOutcome: (o) => outcomes.push(o),
-    });
-    cleanups.push(() => consumer.stop());
-    await consumer.start();
-
-    await db.refuse(true);
-    const ids = Array.from({ length: 24 }, (_, i) => `e-${String(i + 1).padStart(2, "0")}`);
-    await publishAll(queue, ids.map((id) => ({ tenant: "t1", event_id: id })));
-    const refusedSince = Date.now();
-    await waitFor(() => outcomes.filter((o) => o.kind === "requeue").length >= 8, 30_000, "deliveries given back while the database refuses writes");
-    await waitFor(() => Date.now() - refusedSince >= REFUSED_FOR_MS, REFUSED_FOR_MS + 1000, "the refusal to outlast the delayed retries many times over");
-
-    // Meanwhile: nothing applied, nothing delayed or quarantined, and the health says who refuses and why.
-    expect(await db.applied()).toEqual([]);
-    expect(outcomes.filter((o) => o.kind !== "requeue")).toEqual([]);
-    const health = consumer.health().database!;
-    expect(health).toMatchObject({ available: false, node: db.node, problem: { code: "RI_STORE_UNAVAILABLE", reason: db.reason } });
-    // PostgreSQL refuses every write, so the outage runs from the first refusal. A full SQLite file
-    // still takes a write that fits in its free space (a redelivery count), which commits and
-    // ends one outage before the next claim starts another.
-    if (kind === "postgres") expect(health.problem!.since.getTime()).toBeLessThanOrEqual(refusedSince + 1000);
-    const refusals = lines.filter((l) => l.message === "database unavailable after retries; deliveries go back to the broker");
-    expect(refusals.length).toBeGreaterThan(0);
-    expect(String(refusals[0]!.fields.error)).toMatch(kind === "postgres" ? /^PostgreSQL 127\.0\.0\.1:5432 refuses work \(read-only, 25006\)/ : /^SQLite refuses work \(disk-full, SQLITE_FULL\)/);
-
-    await db.refuse(false);
-    await waitFor(async () => (await db.applied()).length === ids.length, 60_000, "every event applied once the database takes writes");
-    await waitFor(async () => (await messagesReady(queue)) === 0 && consumer.outcomeCounts.applied === ids.length, 30_000, "the queue drained");
-    await consumer.stop();
-
-    expect(await db.applied()).toEqual(ids);
-    expect(consumer.outcomeCounts).toMatchObject({ applied: ids.length, duplicate: 0, quarantined: 0, delayed: 0 });
-    expect(await db.store.listQuarantine()).toEqual([]);
-    expect(lines.filter((l) => /delayed retry|quarantined|retries exhausted|could not record a quarantine/.test(l.message))).toEqual([]);
-    for (const retryQueue of RETRY_DELAYS_MS.map((_, n) => retryQueueName(queue, n + 1))) expect(await messagesReady(retryQueue)).toBe(0);
-    expect(consumer.health().database).toMatchObject({ available: true, problem: null });
+    await refusedWritesScenario(db, amqpUrl, cleanups);
   });
 });
 

@@ -1,4 +1,4 @@
-import { TransientStoreError, describeError } from "../../core/errors.js";
+import { InboxError, TransientStoreError, describeError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { PooledDriver, type PooledSession } from "../sql/pooled-driver.js";
 import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query.js";
@@ -113,6 +113,8 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
     try {
       return await this.pool.getConnection();
     } catch (error) {
+      // A multi-host pool's own answer (no node fits) is classified already.
+      if (error instanceof InboxError) throw error;
       const classified = classifyMysqlError(error);
       if (classified !== error) throw classified;
       throw new TransientStoreError(`no MySQL connection: ${describeError(error)}`, { cause: error, kind: "connection" });

@@ -12,13 +12,13 @@ import { classifyMysqlError } from "./errors.js";
  */
 async function mysqlRole(connection: MysqlConnection): Promise<NodeRole> {
   const [rows] = await connection.query("SELECT @@GLOBAL.read_only AS read_only");
-  let readOnly = Number((rows as Array<{ read_only?: unknown }>)[0]?.read_only) === 1;
+  if (Number((rows as Array<{ read_only?: unknown }>)[0]?.read_only) === 1) return { readOnly: true, standby: true, label: "read-only (@@read_only = 1)" };
   const [wsrep] = await connection.query("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'");
-  if (!readOnly && showValue(wsrep) === "ON") {
+  if (showValue(wsrep) === "ON") {
     const [ready] = await connection.query("SHOW GLOBAL STATUS LIKE 'wsrep_ready'");
-    readOnly = showValue(ready) !== "ON";
+    if (showValue(ready) !== "ON") return { readOnly: true, standby: true, label: "not ready (Galera wsrep_ready = OFF: outside the primary component)" };
   }
-  return { readOnly, standby: readOnly };
+  return { readOnly: false, standby: false };
 }
 
 function showValue(rows: unknown): string | undefined {

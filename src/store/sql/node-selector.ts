@@ -8,6 +8,8 @@ export interface NodeRole {
   readOnly: boolean;
   /** It replays another node's changes (PostgreSQL in recovery). */
   standby: boolean;
+  /** How logs and errors name this role when the node does not fit, e.g. `read-only (@@read_only = 1)`. */
+  label?: string;
 }
 
 /** A database's side of node selection: one pool per node, and how to read a node's role. */
@@ -181,6 +183,7 @@ export function fits(target: TargetSessionAttrs, role: NodeRole): boolean {
 }
 
 function roleName(role: NodeRole): string {
+  if (role.label) return role.label;
   if (role.standby) return "a standby (in recovery)";
   return role.readOnly ? "read-only" : "read-write";
 }
