@@ -263,7 +263,7 @@ describe.each(TEST_DATABASES)("rabbit-inbox on %s", (kind) => {
     const ok = await rabbitInboxJson<{ ok: boolean; checks: Array<{ check: string; status: string }> }>(["doctor", "--queue", queue], env);
     expect(ok.ok).toBe(true);
     expect(ok.checks.map((c) => [c.check, c.status])).toEqual([
-      ["schema", "ok"], ["quarantine", "ok"], ["outbox", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
+      ["schema", "ok"], ["database writes", "ok"], ["quarantine", "ok"], ["outbox", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
     ]);
 
     const noBroker = await runRabbitInbox(["doctor", "--queue", queue, "--amqp-url", "amqp://guest:sesame@127.0.0.1:1"], env);
