@@ -26,30 +26,19 @@
 # node is read-only (it lacks READ_ONLY ADMIN), as a real application user.
 set -euo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
-die() { echo "galera-cluster: $*" >&2; exit 1; }
+SET_NAME=galera-cluster
+# shellcheck source=scripts/local-set.sh
+. "$(dirname "$0")/local-set.sh"
 
 BASE_PORT="${LOCAL_GALERA_PORT:-3311}"
 GCOMM_PORT="${LOCAL_GALERA_GCOMM_PORT:-4601}"
 DIR="${LOCAL_GALERA_DIR:-}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --port) BASE_PORT="${2:?--port needs a value}"; shift 2 ;;
-    --galera-port) GCOMM_PORT="${2:?--galera-port needs a value}"; shift 2 ;;
-    --dir) DIR="${2:?--dir needs a value}"; shift 2 ;;
-    -h|--help) usage ;;
-    --*) die "unknown option $1" ;;
-    *) break ;;
-  esac
-done
-[ $# -ge 1 ] || usage
-COMMAND="$1"; shift
-for p in "$BASE_PORT" "$GCOMM_PORT"; do
-  [[ "$p" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$p" -le 65000 ] || die "ports must be from 1000 to 65000, got '$p'"
-done
-for ((i = 0; i < 3; i++)); do [ $((BASE_PORT + i)) -ne 3306 ] || die "port 3306 belongs to the machine's MariaDB; choose another --port"; done
+parse_options --port=BASE_PORT --galera-port=GCOMM_PORT --dir=DIR -- "$@"
+set -- "${ARGS[@]}"
+for p in "$BASE_PORT" "$GCOMM_PORT"; do check_port "$p"; done
+avoid_port 3306 "$BASE_PORT" 3 MariaDB
 DIR="${DIR:-/tmp/rabbit-inbox-galera-$BASE_PORT}"
-case "$DIR" in /*) ;; *) die "--dir must be an absolute path, got '$DIR'" ;; esac
+check_dir "$DIR"
 PROVIDER="${LOCAL_GALERA_PROVIDER:-/usr/lib/galera/libgalera_smm.so}"
 
 [ "$(id -u)" = 0 ] || die "run this as root (the servers run as the mysql user)"

@@ -24,32 +24,20 @@
 # Trust authentication on 127.0.0.1 only, user postgres, database `postgres`.
 set -euo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
-die() { echo "patroni-cluster: $*" >&2; exit 1; }
+SET_NAME=patroni-cluster
+# shellcheck source=scripts/local-set.sh
+. "$(dirname "$0")/local-set.sh"
 
 BASE_PORT="${LOCAL_PATRONI_PORT:-5443}"
 REST_PORT="${LOCAL_PATRONI_REST_PORT:-8008}"
 ETCD_PORT="${LOCAL_PATRONI_ETCD_PORT:-23790}"
 DIR="${LOCAL_PATRONI_DIR:-}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --port) BASE_PORT="${2:?--port needs a value}"; shift 2 ;;
-    --rest-port) REST_PORT="${2:?--rest-port needs a value}"; shift 2 ;;
-    --etcd-port) ETCD_PORT="${2:?--etcd-port needs a value}"; shift 2 ;;
-    --dir) DIR="${2:?--dir needs a value}"; shift 2 ;;
-    -h|--help) usage ;;
-    --*) die "unknown option $1" ;;
-    *) break ;;
-  esac
-done
-[ $# -ge 1 ] || usage
-COMMAND="$1"; shift
-for p in "$BASE_PORT" "$REST_PORT" "$ETCD_PORT"; do
-  [[ "$p" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$p" -le 65000 ] || die "ports must be from 1000 to 65000, got '$p'"
-done
-for ((i = 0; i < 3; i++)); do [ $((BASE_PORT + i)) -ne 5432 ] || die "port 5432 belongs to the machine's PostgreSQL; choose another --port"; done
+parse_options --port=BASE_PORT --rest-port=REST_PORT --etcd-port=ETCD_PORT --dir=DIR -- "$@"
+set -- "${ARGS[@]}"
+for p in "$BASE_PORT" "$REST_PORT" "$ETCD_PORT"; do check_port "$p"; done
+avoid_port 5432 "$BASE_PORT" 3 PostgreSQL
 DIR="${DIR:-/tmp/rabbit-inbox-patroni-$BASE_PORT}"
-case "$DIR" in /*) ;; *) die "--dir must be an absolute path, got '$DIR'" ;; esac
+check_dir "$DIR"
 SCOPE="rabbit-inbox-$BASE_PORT"
 
 install_packages() {

@@ -23,26 +23,18 @@
 # postgres, database `postgres`. Runs as root (the servers run as the postgres user) or as postgres.
 set -euo pipefail
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed -e '$d' -e 's/^# \{0,1\}//' >&2; exit 2; }
-die() { echo "postgres-pair: $*" >&2; exit 1; }
+SET_NAME=postgres-pair
+# shellcheck source=scripts/local-set.sh
+. "$(dirname "$0")/local-set.sh"
 
 BASE_PORT="${LOCAL_PG_PAIR_PORT:-5441}"
 DIR="${LOCAL_PG_PAIR_DIR:-}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --port) BASE_PORT="${2:?--port needs a value}"; shift 2 ;;
-    --dir) DIR="${2:?--dir needs a value}"; shift 2 ;;
-    -h|--help) usage ;;
-    --*) die "unknown option $1" ;;
-    *) break ;;
-  esac
-done
-[ $# -ge 1 ] || usage
-COMMAND="$1"; shift
-[[ "$BASE_PORT" =~ ^[1-9][0-9]{3,4}$ ]] && [ "$BASE_PORT" -le 65000 ] || die "--port must be a port from 1000 to 65000, got '$BASE_PORT'"
-[ "$BASE_PORT" -ne 5432 ] && [ $((BASE_PORT + 1)) -ne 5432 ] || die "port 5432 belongs to the machine's PostgreSQL; choose another --port"
+parse_options --port=BASE_PORT --dir=DIR -- "$@"
+set -- "${ARGS[@]}"
+check_port "$BASE_PORT"
+avoid_port 5432 "$BASE_PORT" 2 PostgreSQL
 DIR="${DIR:-/tmp/rabbit-inbox-pg-pair-$BASE_PORT}"
-case "$DIR" in /*) ;; *) die "--dir must be an absolute path, got '$DIR'" ;; esac
+check_dir "$DIR"
 
 # shellcheck source=scripts/postgres-node.sh
 . "$(dirname "$0")/postgres-node.sh"

@@ -1,6 +1,6 @@
 import type { Logger } from "../../core/logger.js";
-import type { ServerList, ServerNode } from "../host-list.js";
-import { type NodeRole, NodeSelector } from "../sql/node-selector.js";
+import type { ServerList } from "../host-list.js";
+import { NodePoolSet, type NodeRole, NodeSelector } from "../sql/node-selector.js";
 import type { MysqlConnection, MysqlPool } from "./driver.js";
 import { classifyMysqlError } from "./errors.js";
 
@@ -40,20 +40,17 @@ export interface MysqlNodePool extends MysqlPool {
  * left the Galera primary component is left for the next one that fits.
  */
 export class MultiHostMysqlPool implements MysqlPool {
-  private readonly pools = new Map<ServerNode, MysqlNodePool>();
+  private readonly pools: NodePoolSet<MysqlNodePool>;
   private readonly selector: NodeSelector<MysqlConnection>;
 
-  constructor(list: ServerList, private readonly createPool: (url: string) => MysqlNodePool, logger: Logger) {
+  constructor(list: ServerList, createPool: (url: string) => MysqlNodePool, logger: Logger) {
+    this.pools = new NodePoolSet((node) => createPool(node.url));
     this.selector = new NodeSelector<MysqlConnection>(list.nodes, list.targetSessionAttrs ?? "read-write", {
       database: "MySQL",
-      borrow: (node) => this.poolOf(node).getConnection(),
+      borrow: (node) => this.pools.of(node).getConnection(),
       role: mysqlRole,
       giveBack: (connection, destroy) => (destroy ? connection.destroy() : connection.release()),
-      closeNode: (node) => {
-        const pool = this.pools.get(node);
-        this.pools.delete(node);
-        pool?.end().catch(() => undefined);
-      },
+      closeNode: (node) => this.pools.close(node),
       classify: (error, node) => classifyMysqlError(error, false, node.label),
     }, logger);
   }
@@ -75,18 +72,7 @@ export class MultiHostMysqlPool implements MysqlPool {
     });
   }
 
-  async end(): Promise<void> {
-    const pools = [...this.pools.values()];
-    this.pools.clear();
-    await Promise.all(pools.map((pool) => pool.end()));
-  }
-
-  private poolOf(node: ServerNode): MysqlNodePool {
-    let pool = this.pools.get(node);
-    if (!pool) {
-      pool = this.createPool(node.url);
-      this.pools.set(node, pool);
-    }
-    return pool;
+  end(): Promise<void> {
+    return this.pools.endAll();
   }
 }

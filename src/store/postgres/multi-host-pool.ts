@@ -1,6 +1,6 @@
 import type { Logger } from "../../core/logger.js";
-import type { ServerList, ServerNode } from "../host-list.js";
-import { NodeSelector } from "../sql/node-selector.js";
+import type { ServerList } from "../host-list.js";
+import { NodePoolSet, NodeSelector } from "../sql/node-selector.js";
 import { classifyPostgresError } from "./errors.js";
 import type { PgClient, PgPool } from "./pg-client.js";
 
@@ -15,24 +15,25 @@ export const NODE_CONNECT_TIMEOUT_MS = 10_000;
  * or lost node is left for the new writable one.
  */
 export class MultiHostPgPool implements PgPool {
-  private readonly pools = new Map<ServerNode, PgPool>();
   private readonly errorListeners: Array<(error: Error) => void> = [];
+  private readonly pools: NodePoolSet<PgPool>;
   private readonly selector: NodeSelector<PgClient>;
 
-  constructor(list: ServerList, private readonly createPool: (url: string) => PgPool, logger: Logger) {
+  constructor(list: ServerList, createPool: (url: string) => PgPool, logger: Logger) {
+    this.pools = new NodePoolSet((node) => {
+      const pool = createPool(node.url);
+      for (const listener of this.errorListeners) pool.on("error", listener);
+      return pool;
+    });
     this.selector = new NodeSelector(list.nodes, list.targetSessionAttrs ?? "read-write", {
       database: "PostgreSQL",
-      borrow: (node) => this.poolOf(node).connect(),
+      borrow: (node) => this.pools.of(node).connect(),
       role: async (client) => {
         const { rows } = await client.query("SELECT pg_is_in_recovery() AS standby, current_setting('transaction_read_only') AS read_only");
         return { standby: rows[0]?.standby === true, readOnly: rows[0]?.read_only === "on" };
       },
       giveBack: (client, destroy) => client.release(destroy),
-      closeNode: (node) => {
-        const pool = this.pools.get(node);
-        this.pools.delete(node);
-        pool?.end().catch(() => undefined);
-      },
+      closeNode: (node) => this.pools.close(node),
       classify: (error, node) => classifyPostgresError(error, false, node.label),
     }, logger);
   }
@@ -53,25 +54,13 @@ export class MultiHostPgPool implements PgPool {
     return client;
   }
 
-  async end(): Promise<void> {
-    const pools = [...this.pools.values()];
-    this.pools.clear();
-    await Promise.all(pools.map((pool) => pool.end()));
+  end(): Promise<void> {
+    return this.pools.endAll();
   }
 
   on(event: "error", listener: (error: Error) => void): this {
     this.errorListeners.push(listener);
-    for (const pool of this.pools.values()) pool.on(event, listener);
+    for (const pool of this.pools.all()) pool.on(event, listener);
     return this;
-  }
-
-  private poolOf(node: ServerNode): PgPool {
-    let pool = this.pools.get(node);
-    if (!pool) {
-      pool = this.createPool(node.url);
-      for (const listener of this.errorListeners) pool.on("error", listener);
-      this.pools.set(node, pool);
-    }
-    return pool;
   }
 }

@@ -28,6 +28,42 @@ export interface NodePools<C> {
   classify(error: unknown, node: ServerNode): unknown;
 }
 
+/**
+ * One pool per node, made from the node's URL on first use. Closing a node ends its pool: its
+ * idle connections go at once, the borrowed ones when they are given back.
+ */
+export class NodePoolSet<P extends { end(): Promise<void> }> {
+  private readonly pools = new Map<ServerNode, P>();
+
+  constructor(private readonly create: (node: ServerNode) => P) {}
+
+  of(node: ServerNode): P {
+    let pool = this.pools.get(node);
+    if (!pool) {
+      pool = this.create(node);
+      this.pools.set(node, pool);
+    }
+    return pool;
+  }
+
+  close(node: ServerNode): void {
+    const pool = this.pools.get(node);
+    this.pools.delete(node);
+    pool?.end().catch(() => undefined);
+  }
+
+  /** The pools made so far. */
+  all(): P[] {
+    return [...this.pools.values()];
+  }
+
+  async endAll(): Promise<void> {
+    const pools = this.all();
+    this.pools.clear();
+    await Promise.all(pools.map((pool) => pool.end()));
+  }
+}
+
 /** Searches after which a borrow gives up and lets the caller's retries take over. */
 const SEARCHES_PER_BORROW = 2;
 
