@@ -1,5 +1,6 @@
 import { defineConfig } from "vitest/config";
 import { standalone } from "./test/support/cluster.js";
+import { haBroker } from "./test/support/ha-clusters.js";
 
 export default defineConfig({
   test: {
@@ -12,7 +13,7 @@ export default defineConfig({
         test: {
           name: "main",
           include: ["test/**/*.test.ts"],
-          exclude: ["test/broker-global/**", "test/cluster/**", "**/node_modules/**"],
+          exclude: ["test/broker-global/**", "test/cluster/**", "test/ha/**", "**/node_modules/**"],
           // Integration tests start child processes and talk to one broker; two files at a time
           // keeps a 2-core machine responsive while isolating each test by queue and schema names.
           fileParallelism: true,
@@ -51,6 +52,25 @@ export default defineConfig({
           fileParallelism: false,
           maxWorkers: 1,
           sequence: { groupOrder: 2 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          // Databases that fail over, each started by its own script (globalSetup, once per run,
+          // stopped at the end): a PostgreSQL primary with a synchronous standby, Patroni over
+          // three nodes, a 3-node MariaDB Galera cluster; partitioned ledgers on a RabbitMQ node
+          // of their own with the consistent-hash plugin (h1@localhost, 5731), which the support
+          // helpers follow through TEST_AMQP_URL. They kill nodes: one file at a time, last.
+          name: "ha",
+          include: ["test/ha/**/*.test.ts"],
+          globalSetup: ["test/support/ha-global-setup.ts"],
+          env: { TEST_AMQP_URL: haBroker.url(1) },
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
+          fileParallelism: false,
+          maxWorkers: 1,
+          sequence: { groupOrder: 3 },
         },
       },
     ],

@@ -1,4 +1,4 @@
-import { type DatabaseTarget, type InboxHandler, type Logger, type OutboxRelayStore, type Store, databaseTargetOf, openStore } from "../../src/index.js";
+import { type DatabaseHealth, type DatabaseTarget, type InboxHandler, type Logger, type OutboxRelayStore, type Store, databaseTargetOf, openStore } from "../../src/index.js";
 import type { MysqlStore } from "../../src/store/mysql/index.js";
 import type { PostgresStore } from "../../src/store/postgres/index.js";
 import type { SqliteStore } from "../../src/store/sqlite/index.js";
@@ -28,6 +28,8 @@ export interface LedgerDatabase {
    */
   outbox?: OutboxRelayStore;
   balances(): Promise<BalanceRow[]>;
+  /** A write the database refuses while it refuses writes; what the store then knows of it (see /readyz). */
+  checkWrites(): Promise<DatabaseHealth>;
   close(): Promise<void>;
 }
 
@@ -69,6 +71,7 @@ async function openPostgres(store: PostgresStore, target: DatabaseTarget, handle
         return rows.map((r) => ({ tenant: String(r.tenant), account_id: String(r.account_id), balance_cents: Number(r.b) }));
       });
     },
+    checkWrites: () => store.checkWrites(),
     close: () => store.close(),
   };
 }
@@ -76,14 +79,9 @@ async function openPostgres(store: PostgresStore, target: DatabaseTarget, handle
 async function openMysql(store: MysqlStore, target: DatabaseTarget, handlerOptions: LedgerHandlerOptions): Promise<LedgerDatabase> {
   try {
     await store.migrate();
-    // DDL commits implicitly on MySQL: never inside the store's transaction.
-    const mysql = await import("mysql2/promise");
-    const connection = await mysql.createConnection(target.address);
-    try {
-      await connection.query(mysqlLedgerSchema);
-    } finally {
-      await connection.end();
-    }
+    // DDL commits implicitly on MySQL: never inside the store's transaction. On the store's own
+    // pool, so on the node it writes to when the URL lists several.
+    await store.withConnection(async (connection) => { await connection.query(mysqlLedgerSchema); });
   } catch (error) {
     await store.close();
     throw error;
@@ -99,6 +97,7 @@ async function openMysql(store: MysqlStore, target: DatabaseTarget, handlerOptio
         return (rows as Array<{ tenant: string; account_id: string; b: string }>).map((r) => ({ tenant: r.tenant, account_id: r.account_id, balance_cents: Number(r.b) }));
       });
     },
+    checkWrites: () => store.checkWrites(),
     close: () => store.close(),
   };
 }
@@ -117,6 +116,7 @@ async function openSqlite(store: SqliteStore, target: DatabaseTarget, handlerOpt
         .all() as Array<{ tenant: string; account_id: string; balance_cents: number }>;
       return Promise.resolve(rows.map((r) => ({ tenant: r.tenant, account_id: r.account_id, balance_cents: Number(r.balance_cents) })));
     },
+    checkWrites: () => store.checkWrites(),
     close: () => store.close(),
   };
 }

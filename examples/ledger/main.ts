@@ -5,7 +5,9 @@
  * (declared at start) with a message id that is the same on every re-send; the outbox relay
  * runs in this process.
  *   AMQP_URL            default amqp://guest:guest@127.0.0.1:5672; a cluster's nodes comma-separated (failover)
- *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... and mysql://... (mariadb://...) also accepted
+ *   DATABASE_URL        default ./data/ledger.sqlite; postgres://... and mysql://... (mariadb://...) also accepted,
+ *                       with several nodes in libpq's form (postgres://u@h1:5441,h2:5442/db?target_session_attrs=read-write):
+ *                       the service writes to the writable node and follows a failover
  *   LEDGER_QUEUE        default ledger.events
  *   LEDGER_BATCH_SIZE   deliveries per transaction, default 500 (1 = strict mode)
  *   LEDGER_PREFETCH     default twice the batch size, at least 200
@@ -33,7 +35,7 @@
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
 import {
-  InboxConsumer, OutboxRelay, createJsonLogger, outboxBackpressure, describeAmqpConnectError, describeError, faultInjection, redactSecrets,
+  type DatabaseHealth, InboxConsumer, OutboxRelay, createJsonLogger, outboxBackpressure, describeAmqpConnectError, describeError, faultInjection, redactSecrets,
 } from "../../src/index.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 import { startMetricsServer, withinMs } from "./metrics-server.js";
@@ -86,10 +88,17 @@ async function main(): Promise<void> {
       ready: async () => {
         const consumerHealth = consumer.health();
         const relayConnected = relay ? (await relay.health()).connected : true;
-        const database = await withinMs(2000, () => db.store.transaction(() => Promise.resolve()));
+        // A write the database refuses while it refuses writes: an empty transaction would pass on a read-only node.
+        let health: DatabaseHealth | undefined;
+        const answered = await withinMs(2000, async () => { health = await db.checkWrites(); });
+        const database = answered && health?.available === true;
+        const problem = health?.problem ?? (answered ? null : { reason: "timeout", message: "the database did not answer within 2 s" });
         return {
           ready: consumerHealth.connected && consumerHealth.consuming && relayConnected && database,
-          detail: { broker: consumerHealth.connected, consuming: consumerHealth.consuming, relay: relayConnected, database },
+          detail: {
+            broker: consumerHealth.connected, consuming: consumerHealth.consuming, relay: relayConnected, database, databaseNode: health?.node ?? null,
+            ...(problem ? { databaseProblem: { reason: problem.reason, error: redactSecrets(problem.message) } } : {}),
+          },
         };
       },
     }));

@@ -45,10 +45,12 @@ export class BatchScheduler {
     }
   }
 
-  /** Forgets the waiting deliveries that `which` picks: they stay unsettled, for the broker to requeue. */
-  drop(which: (delivery: Delivery) => boolean): void {
+  /** Forgets the waiting deliveries that `which` picks, and returns them: they stay unsettled, for the broker to requeue. */
+  drop(which: (delivery: Delivery) => boolean): Delivery[] {
+    const dropped = this.pending.filter(which);
     this.pending = this.pending.filter((d) => !which(d));
     this.wakeIdleWaiters();
+    return dropped;
   }
 
   /** Starts no batch any more: waiting deliveries are dropped, and later ones too. */

@@ -20,6 +20,8 @@ export interface DeliverySettlerOptions {
   requeueDelayMs: number;
   /** False while stopping: deliveries are then given back at once. */
   isRunning: () => boolean;
+  /** Takes the deliveries of this channel that wait for a batch (they go back with a given-back one). */
+  dropPending?: (consumer: QueueConsumer) => Delivery[];
   hook: PipelineHook | undefined;
   onOutcome: ((outcome: Outcome, timing: { latencyMs: number }) => void) | undefined;
   metrics: ConsumerMetrics;
@@ -88,8 +90,12 @@ export class DeliverySettler {
       this.requeueStreak++;
       const base = this.options.requeueDelayMs;
       const pause = backoffDelay({ baseDelayMs: base, maxDelayMs: Math.max(base, MAX_REQUEUE_DELAY_MS), jitter: false }, this.requeueStreak);
-      if (this.options.isRunning()) await sleep(pause);
-      for (const d of requeues) this.nack(d);
+      if (this.options.isRunning()) {
+        await sleep(pause);
+        await this.giveBackInOrder(requeues);
+      } else {
+        for (const d of requeues) this.nack(d);
+      }
     } else {
       this.requeueStreak = 0;
     }
@@ -152,7 +158,36 @@ export class DeliverySettler {
     }
   }
 
-  private nack(delivery: Delivery): void {
+  /**
+   * Gives deliveries back so that nothing delivered after them on their channel is applied
+   * before they come back: the channel stops consuming (the broker confirms, so nothing is left
+   * on the way), the deliveries, those waiting for a batch and those that arrived meanwhile are
+   * nacked in delivery order (the queue gets them back in that order), then it consumes again.
+   * A database that refuses work for an hour thus costs an hour of waiting, never the order.
+   */
+  private async giveBackInOrder(requeues: Delivery[]): Promise<void> {
+    for (const consumer of new Set(requeues.map((d) => d.consumer))) {
+      const mine = requeues.filter((d) => d.consumer === consumer);
+      if (!consumer.open || consumer.releasing || !this.options.dropPending) {
+        for (const d of mine) this.nack(d);
+        continue;
+      }
+      try {
+        const arrived = await consumer.pause();
+        const back = [...mine.map((d) => d.message), ...this.options.dropPending(consumer).map((d) => d.message), ...arrived];
+        back.sort((a, b) => a.fields.deliveryTag - b.fields.deliveryTag);
+        for (const message of back) this.nack({ consumer, message });
+        if (this.options.isRunning()) await consumer.resume();
+      } catch (error) {
+        // The channel closed under us: the broker gives back everything it held, in order.
+        this.options.logger.warn("could not pause the consumer to give deliveries back; the broker requeues them when the channel closes", {
+          queue: consumer.queue, error: describeError(error),
+        });
+      }
+    }
+  }
+
+  private nack(delivery: Pick<Delivery, "consumer" | "message">): void {
     const { consumer, message } = delivery;
     if (!consumer.open) return;
     consumer.tracker.settled(message.fields.deliveryTag);

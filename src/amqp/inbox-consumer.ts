@@ -105,7 +105,7 @@ export class InboxConsumer<E, Tx> {
       },
     });
     this.settler = new DeliverySettler({
-      queue: options.queue, logger, requeueDelayMs: this.settings.requeueDelayMs,
+      queue: options.queue, logger, requeueDelayMs: this.settings.requeueDelayMs, dropPending: (consumer) => this.batches.drop((d) => d.consumer === consumer),
       republisher: new DeliveryRepublisher({
         handlerName: this.pipeline.handlerName, quarantineQueue: this.settings.quarantineQueue, retryDelays: this.settings.retryDelays, logger,
       }),
@@ -135,7 +135,7 @@ export class InboxConsumer<E, Tx> {
     const subscribed = this.options.partitions ? this.membership?.attached === true : [...this.consumers.values()].some((c) => c.open && c.session === session);
     return {
       state: this.state, connected: session !== undefined, node: session?.node ?? null, consuming: this.state === "running" && session !== undefined && subscribed,
-      lastCommitAt: this.settler.lastCommitAt, outcomes: { ...this.settler.counts }, ...(this.gate ? { backpressure: this.gate.state() } : {}),
+      lastCommitAt: this.settler.lastCommitAt, outcomes: { ...this.settler.counts }, ...(this.gate ? { backpressure: this.gate.state() } : {}), ...(this.options.store.databaseHealth ? { database: this.options.store.databaseHealth() } : {}),
       ...(this.options.partitions ? { partitionsHeld: this.heldPartitions } : {}),
     };
   }

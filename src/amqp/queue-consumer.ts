@@ -31,6 +31,9 @@ export class QueueConsumer {
   readonly tracker = new DeliveryTracker();
   private consumerTag: string | undefined;
   private isOpen = true;
+  /** Consuming is paused (see pause): deliveries still arriving wait here, unsettled, to be given back. */
+  private heldWhilePaused: ConsumeMessage[] | undefined;
+  private onMessage: ((message: ConsumeMessage | null) => void) | undefined;
   /** Being handed over: new deliveries are left unacked for the next owner. */
   releasing = false;
   /** Deliveries of this channel in batches that have started. */
@@ -51,7 +54,7 @@ export class QueueConsumer {
       session.lost(`consume channel of ${queue} closed`, error);
     });
     await channel.prefetch(options.prefetch);
-    const { consumerTag } = await channel.consume(queue, (message) => {
+    consumer.onMessage = (message) => {
       if (message === null) {
         // The broker cancelled the consumer (queue deleted, failover): amqplib passes null.
         options.logger.warn("broker cancelled the consumer; reconnecting", { queue });
@@ -59,12 +62,33 @@ export class QueueConsumer {
         return;
       }
       consumer.tracker.delivered(message.fields.deliveryTag);
+      if (consumer.heldWhilePaused) consumer.heldWhilePaused.push(message);
       // Handed over: left unacked, the broker requeues it for the next owner when the channel closes.
-      if (consumer.releasing || !consumer.open) return;
-      options.onDelivery(consumer, message);
-    }, { noAck: false });
+      else if (!consumer.releasing && consumer.open) options.onDelivery(consumer, message);
+    };
+    const { consumerTag } = await channel.consume(queue, consumer.onMessage, { noAck: false });
     consumer.consumerTag = consumerTag;
     return consumer;
+  }
+
+  /**
+   * Stops the broker's deliveries to this consumer, on the same channel (its delivery tags stay
+   * valid), and resolves once the broker confirmed: nothing more arrives after that. Returns
+   * what arrived meanwhile, unsettled. For giving deliveries back in order: nothing delivered
+   * after them may be applied before they come back (see DeliverySettler).
+   */
+  async pause(): Promise<ConsumeMessage[]> {
+    const held: ConsumeMessage[] = this.heldWhilePaused = [];
+    if (this.consumerTag) await this.channel.cancel(this.consumerTag);
+    this.consumerTag = undefined;
+    return held;
+  }
+
+  /** Consumes again on the same channel after `pause`, unless the channel is closed or being handed over. */
+  async resume(): Promise<void> {
+    this.heldWhilePaused = undefined;
+    if (!this.open || this.releasing || !this.onMessage || this.consumerTag) return;
+    this.consumerTag = (await this.channel.consume(this.queue, this.onMessage, { noAck: false })).consumerTag;
   }
 
   /** False once the channel is closed, by this process or with its session. */

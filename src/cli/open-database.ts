@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
-import type { Store } from "../core/store.js";
+import type { DatabaseHealth, Store } from "../core/store.js";
 import { type DatabaseTarget, databaseTargetOf } from "../store/database-url.js";
 import type { InboxOperations } from "../store/operations.js";
 import { openStore } from "../store/open-store.js";
@@ -16,6 +16,10 @@ export const DEFAULT_DATABASE_URL = "./data/ledger.sqlite";
 export interface OpenedDatabase {
   store: Store;
   operations: InboxOperations;
+  /** A write the database refuses while it refuses writes, and what the store then knows of it. */
+  checkWrites(): Promise<DatabaseHealth>;
+  /** The nodes of a URL with a host list (`host:port`, in the order they are tried); absent otherwise. */
+  nodes?: string[];
   /** Dialect and location, without credentials. */
   description: string;
   close(): Promise<void>;
@@ -43,7 +47,10 @@ export async function openDatabase(url: string, options: { create?: boolean } = 
     throw new CliError(`no SQLite database at ${target.address}: check --database-url / DATABASE_URL, or create it with rabbit-inbox migrate`, 2);
   }
   const store = await openStore(url, { logger, poolSize: 4 }).catch((error: unknown) => { throw namedUrlError(error, url); });
-  return { store, operations: store.operations(), description: target.description, close: () => store.close() };
+  return {
+    store, operations: store.operations(), checkWrites: () => store.checkWrites(), description: target.description,
+    ...(target.nodes ? { nodes: target.nodes } : {}), close: () => store.close(),
+  };
 }
 
 /**

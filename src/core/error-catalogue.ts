@@ -15,7 +15,10 @@ export type ErrorKind =
   | "retry-later"
   /** Contention (deadlock, serialization, lock timeout): retry the transaction. */
   | "transient"
-  /** The database or broker connection is gone: back off, do not ack, let the broker redeliver. */
+  /**
+   * The database or broker is gone, or refuses all work (a read-only node, a full disk, a node
+   * still starting): back off, do not ack, let the broker redeliver, however long it lasts.
+   */
   | "connection"
   /** The COMMIT was sent but its result is unknown: never ack; the redelivery and the dedup key decide. */
   | "commit-unknown"
@@ -38,6 +41,7 @@ export const errorCatalogue = {
   RI_RETRY_LATER: { kind: "retry-later", meaning: "the event cannot apply yet: something it depends on has not arrived" },
   RI_STORE_TRANSIENT: { kind: "transient", meaning: "database contention: deadlock, serialization failure, lock timeout, busy" },
   RI_STORE_CONNECTION_LOST: { kind: "connection", meaning: "the database session is gone or cannot be opened" },
+  RI_STORE_UNAVAILABLE: { kind: "connection", meaning: "the database answers but refuses every write: read-only, disk full, out of memory, not ready" },
   RI_COMMIT_OUTCOME_UNKNOWN: { kind: "commit-unknown", meaning: "the session died while COMMIT was in flight" },
   RI_QUARANTINE_PUBLISH: { kind: "connection", meaning: "a quarantine or delayed-retry publish was not confirmed" },
   RI_BROKER_UNREACHABLE: { kind: "connection", meaning: "no node of the broker accepted a connection" },

@@ -78,6 +78,30 @@ export class TransientStoreError extends InboxError {
   }
 }
 
+/**
+ * Why a database refuses work: no event is at fault, and every event would meet the same refusal
+ * until an operator, a failover or time fixes the database.
+ */
+export type StoreRefusal = "read-only" | "disk-full" | "out-of-memory" | "not-ready" | "not-primary-component";
+
+/**
+ * The database answered, and refused: a read-only node (a standby, an old primary that came back
+ * demoted, a stale virtual IP), a full disk, no memory, a server starting up or shutting down, a
+ * Galera node outside the primary component. An outage, handled like a lost connection: the
+ * session is discarded (a multi-host pool then looks for the writable node), the transaction is
+ * retried in process, then the deliveries go back to the broker in order; never delayed or
+ * quarantined for it. `node` is the `host:port` that refused, when known.
+ */
+export class StoreUnavailableError extends InboxError {
+  readonly reason: StoreRefusal;
+  readonly node: string | null;
+  constructor(reason: StoreRefusal, message: string, options?: { cause?: unknown; node?: string | null }) {
+    super(...catalogued("RI_STORE_UNAVAILABLE"), message, options);
+    this.reason = reason;
+    this.node = options?.node ?? null;
+  }
+}
+
 /** The connection broke while COMMIT was in flight: the transaction may or may not be durable. */
 export class CommitOutcomeUnknownError extends InboxError {
   constructor(message: string, options?: { cause?: unknown }) {

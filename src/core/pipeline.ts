@@ -175,12 +175,12 @@ export class InboxPipeline<E, Tx> {
     // attempt in a committed write: a message that crashes the process every time reaches the
     // poison threshold alone, not the innocent messages that shared its batch.
     const outcomes: Outcome[] = [];
-    for (let i = 0; i < messages.length; i++) {
+    for (let i = 0; i < messages.length && !givesBackTheRest(outcomes); i++) {
       let p: Prepared<E> = { ...prepared[i]!, index: 0 };
       if (p.ok && isRedelivery(messages[i]!.delivery)) p = { ...p, redeliveries: await this.redeliveries.one(messages[i]!, p) };
       outcomes.push(...(await this.processPrepared([messages[i]!], [p])));
     }
-    return outcomes;
+    return withTheRestGivenBack(outcomes, prepared);
   }
 
   private prepare(message: IncomingMessage, index: number): Prepared<E> {
@@ -293,11 +293,11 @@ export class InboxPipeline<E, Tx> {
   private async processOneByOne(messages: readonly IncomingMessage[], prepared: Prepared<E>[]): Promise<Outcome[]> {
     this.logger.warn("batch failed; isolating its messages one by one", { handler: this.handlerName, messages: prepared.length });
     const outcomes: Outcome[] = [];
-    for (let i = 0; i < prepared.length; i++) {
+    for (let i = 0; i < prepared.length && !givesBackTheRest(outcomes); i++) {
       const [outcome] = await this.processPrepared([messages[i]!], [{ ...prepared[i]!, index: 0 }]);
       outcomes.push(outcome!);
     }
-    return outcomes;
+    return withTheRestGivenBack(outcomes, prepared);
   }
 
   private async quarantineExhausted(message: IncomingMessage, p: Prepared<E>, error: unknown, attempts: number): Promise<Outcome[]> {
@@ -338,4 +338,18 @@ export class InboxPipeline<E, Tx> {
       });
     }
   }
+}
+
+/**
+ * Messages run one at a time stop at the first one given back (the database is out, or a commit
+ * outcome is unknown): the ones after it go back too, untried, so that none is applied before it.
+ */
+function givesBackTheRest(outcomes: readonly Outcome[]): boolean {
+  return outcomes.at(-1)?.kind === "requeue";
+}
+
+function withTheRestGivenBack(outcomes: Outcome[], prepared: readonly Prepared<unknown>[]): Outcome[] {
+  const last = outcomes.at(-1);
+  if (last?.kind !== "requeue") return outcomes;
+  return [...outcomes, ...prepared.slice(outcomes.length).map((p): Outcome => ({ kind: "requeue", key: p.key, error: last.error }))];
 }

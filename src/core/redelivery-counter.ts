@@ -1,4 +1,4 @@
-import { describeError } from "./errors.js";
+import { describeError, errorKindOf } from "./errors.js";
 import { type IncomingMessage, isRedelivery } from "./incoming-message.js";
 import type { Logger } from "./logger.js";
 import type { Prepared, Ready } from "./prepared-message.js";
@@ -68,6 +68,9 @@ export class RedeliveryCounter<E, Tx> {
       if (counted !== undefined) return counted;
       this.storeCounts = false;
     } catch (error) {
+      // The database is out: the attempt meets the same outage, or applies if it ended meanwhile.
+      // The broker's count would only show how often the outage gave this delivery back.
+      if (errorKindOf(error) === "connection") return 0;
       this.logger.warn("could not count a redelivery; poison detection falls back on the broker's delivery count", {
         handler: this.handlerName, tenant: p.key.tenant, eventId: p.key.eventId, error: describeError(error),
       });

@@ -164,7 +164,23 @@ export interface Store<Tx = unknown> {
    * right now are left alone. Runs in its own short transaction. Optional (no outbox: no-op).
    */
   resendOutbox?(handler: string, keys: readonly EventKey[]): Promise<number>;
+  /**
+   * The database as the store's last transaction found it, for a health check: whether it
+   * worked, on which node, and while it does not, what refused or failed. Cheap and synchronous.
+   * Optional.
+   */
+  databaseHealth?(): DatabaseHealth;
   close(): Promise<void>;
+}
+
+/** What a store last learned of its database (see Store.databaseHealth). */
+export interface DatabaseHealth {
+  /** False from a transaction that met an outage (a refusal, a lost connection) until one commits. */
+  available: boolean;
+  /** `host:port` of the node the last transaction ran on or was refused by; null before any, and for a file. */
+  node: string | null;
+  /** Since when the outage lasts, its code (`RI_STORE_UNAVAILABLE`, `RI_STORE_CONNECTION_LOST`), the refusal's reason and the message; null while available. */
+  problem: { since: Date; code: string; reason: string | null; message: string } | null;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { BackpressureState } from "../amqp/backpressure-gate.js";
 import type { OutcomeCounts } from "../amqp/delivery-settler.js";
+import type { DatabaseHealth } from "../core/store.js";
 
 /** A consumer's state for a readiness probe or a status page: a plain object, cheap to read. */
 export interface ConsumerHealth {
@@ -19,6 +20,11 @@ export interface ConsumerHealth {
   partitionsHeld?: number[];
   /** With a `backpressure` option: whether it pauses consumption now, since when, and its last figures. */
   backpressure?: BackpressureState;
+  /**
+   * With a store that tracks it: the database as the last transaction found it, and while it
+   * refuses work or cannot be reached, which node, since when and why.
+   */
+  database?: DatabaseHealth;
   outcomes: Readonly<OutcomeCounts>;
 }
 

@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import { InboxConfigError } from "../core/errors.js";
 import { redactSecrets } from "../core/redact-secrets.js";
+import { hasHostList, serverListOf } from "./host-list.js";
 
 /** The databases a URL can name. */
 export type DatabaseKind = "postgres" | "mysql" | "sqlite";
@@ -15,6 +16,11 @@ export interface DatabaseTarget {
   address: string;
   /** For logs and errors: the kind and where, credentials masked. */
   description: string;
+  /**
+   * A server URL with a host list (`h1:5441,h2:5442`) or `target_session_attrs`: each node's
+   * `host:port`, in the order they are tried. Absent for a single host and for SQLite.
+   */
+  nodes?: string[];
 }
 
 /** The schemes the error for an unknown one lists, in the words a user would type them. */
@@ -23,7 +29,8 @@ export const ACCEPTED_DATABASE_URLS = "postgres:// (postgresql://), mysql:// (ma
 /**
  * Reads a database URL: `postgres://` or `postgresql://`, `mysql://` or `mariadb://`, or an
  * SQLite file as `sqlite:<path>`, `file:<path>` or a plain path (relative to the working
- * directory). Any other `scheme://` is refused rather than taken for a file name: a
+ * directory). A server URL may list several nodes in libpq's form,
+ * `postgres://u:pw@h1:5441,h2:5442/db?target_session_attrs=read-write`, checked here. Any other `scheme://` is refused rather than taken for a file name: a
  * `mongodb://...` would otherwise become an empty SQLite file with an odd name.
  *
  * `source` names where the URL came from in the errors (e.g. `DATABASE_URL`).
@@ -31,10 +38,8 @@ export const ACCEPTED_DATABASE_URLS = "postgres:// (postgresql://), mysql:// (ma
 export function databaseTargetOf(url: string, source = "database URL"): DatabaseTarget {
   const text = url.trim();
   if (text === "") throw new InboxConfigError(`${source} is empty: give ${ACCEPTED_DATABASE_URLS}`);
-  if (/^postgres(ql)?:\/\//i.test(text)) return { kind: "postgres", address: text, description: `postgres ${redactSecrets(text)}` };
-  if (/^(mysql|mariadb):\/\//i.test(text)) {
-    return { kind: "mysql", address: text.replace(/^mariadb:/i, "mysql:"), description: `mysql ${redactSecrets(text)}` };
-  }
+  if (/^postgres(ql)?:\/\//i.test(text)) return serverTarget("postgres", text, text, 5432, source);
+  if (/^(mysql|mariadb):\/\//i.test(text)) return serverTarget("mysql", text, text.replace(/^mariadb:/i, "mysql:"), 3306, source);
   if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text) && !/^(sqlite|file):/i.test(text)) {
     throw new InboxConfigError(`${source} ${redactSecrets(text)}: unsupported scheme (use ${ACCEPTED_DATABASE_URLS})`);
   }
@@ -42,4 +47,10 @@ export function databaseTargetOf(url: string, source = "database URL"): Database
   if (path === "") throw new InboxConfigError(`${source} ${text}: no SQLite file path after the scheme`);
   const file = resolve(path);
   return { kind: "sqlite", address: file, description: `sqlite ${file}` };
+}
+
+function serverTarget(kind: "postgres" | "mysql", text: string, address: string, defaultPort: number, source: string): DatabaseTarget {
+  const target: DatabaseTarget = { kind, address, description: `${kind} ${redactSecrets(text)}` };
+  if (hasHostList(text)) target.nodes = serverListOf(text, defaultPort, source).nodes.map((n) => n.label);
+  return target;
 }

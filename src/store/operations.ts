@@ -58,6 +58,14 @@ export function hasOperations(store: object): store is OperationsCapable {
   return typeof (store as Partial<OperationsCapable>).operations === "function";
 }
 
+/**
+ * A write that changes nothing (it matches no row), which a database refusing writes refuses:
+ * read-only nodes check the statement, not the rows it would touch.
+ */
+export function writeProbe(prefix: string): { text: string; values: [] } {
+  return { text: `DELETE FROM ${inboxTableNames(prefix).redelivery} WHERE 1 = 0`, values: [] };
+}
+
 /** Names of the inbox's tables under a qualified prefix (empty, or a schema/database and a dot). */
 export function inboxTableNames(prefix: string) {
   return {

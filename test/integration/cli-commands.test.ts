@@ -266,7 +266,7 @@ describe.each(TEST_DATABASES)("rabbit-inbox on %s", (kind) => {
     // Without --amqp-url the command checks the broker the tests use (TEST_AMQP_URL), where the queues were declared.
     expect(ok.checks.find((c) => c.check === "broker")?.detail).toBe(`connected to ${brokerNodeLabel(amqpUrl)}`);
     expect(ok.checks.map((c) => [c.check, c.status])).toEqual([
-      ["schema", "ok"], ["quarantine", "ok"], ["outbox", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
+      ["schema", "ok"], ["database writes", "ok"], ["quarantine", "ok"], ["outbox", "ok"], ["broker", "ok"], ["work queue", "warn"], ["quarantine queue", "ok"],
     ]);
 
     const noBroker = await runRabbitInbox(["doctor", "--queue", queue, "--amqp-url", "amqp://guest:sesame@127.0.0.1:1"], env);

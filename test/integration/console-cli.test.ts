@@ -76,6 +76,23 @@ describe("rabbit-inbox console", () => {
     expect(console.output()).toMatch(/no token, loopback only/);
   });
 
+  it.runIf(isTestDatabaseSelected("postgres"))("serves a libpq host list whose first node is down, on the node that answers; the password never shown", async () => {
+    const url = new URL(pgUrl);
+    url.password = PASSWORD;
+    const schema = await createPgSchema(url.toString());
+    cleanups.push(() => schema.drop());
+    expect((await runRabbitInbox(["migrate"], { DATABASE_URL: schema.url })).code).toBe(0);
+    const hostList = schema.url.replace("@127.0.0.1:5432/", "@127.0.0.1:1,127.0.0.1:5432/");
+    expect(hostList).not.toBe(schema.url);
+    const console = await serve(["--port", "0"], { DATABASE_URL: hostList });
+    const status = await (await fetch(`${console.url}/status`)).text();
+    expect(status).toMatch(/Database: <code>postgres postgres:\/\/postgres:\*+@127\.0\.0\.1:1,127\.0\.0\.1:5432\//);
+    expect(await (await fetch(`${console.url}/api/retention`)).json()).toMatchObject({ dedup_records: 0 });
+    expect(status).not.toContain(PASSWORD);
+    console.child.kill("SIGTERM");
+    expect(console.output()).not.toContain(PASSWORD);
+  });
+
   it("with a token: every API call needs it", async () => {
     const { createSqliteFile } = await import("../support/databases.js");
     const file = await createSqliteFile();

@@ -1,7 +1,7 @@
 import { TransientStoreError } from "../../src/core/errors.js";
 import type { EventKey } from "../../src/core/event.js";
 import { eventKeyString } from "../../src/core/event.js";
-import type { ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction } from "../../src/core/store.js";
+import type { ClaimResult, DatabaseHealth, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction } from "../../src/core/store.js";
 
 /**
  * A Store held in memory, for tests of the pipeline and the consumer that need to control what
@@ -48,6 +48,8 @@ export class MemoryStore implements Store<MemoryHandle> {
   readonly replacing = new Map<string, string>();
   /** The store's `resendOutbox`, when a test gives it one. */
   resendOutbox?: (handler: string, keys: readonly EventKey[]) => Promise<number>;
+  /** The store's `databaseHealth`, when a test gives it one. */
+  databaseHealth?: () => DatabaseHealth;
 
   migrate(): Promise<void> {
     return Promise.resolve();

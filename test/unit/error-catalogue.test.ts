@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { type ErrorCode, errorCatalogue } from "../../src/core/error-catalogue.js";
 import {
   BrokerUnreachableError, CommitOutcomeUnknownError, InboxConfigError, type InboxError, InvalidEventError, InvalidPublishError, PermanentEventError,
-  QuarantinePublishError, RetryLaterError, TransientStoreError,
+  QuarantinePublishError, RetryLaterError, StoreUnavailableError, TransientStoreError,
 } from "../../src/core/errors.js";
 import { QuarantineDecisionTakenError } from "../../src/quarantine/quarantine-decision-taken-error.js";
 import { QuarantineOperationError } from "../../src/quarantine/quarantine-operation-error.js";
@@ -57,6 +57,7 @@ describe("the error classes take code and kind from the catalogue", () => {
     ["RetryLaterError", () => new RetryLaterError("r", "m"), "RI_RETRY_LATER"],
     ["TransientStoreError", () => new TransientStoreError("m"), "RI_STORE_TRANSIENT"],
     ["TransientStoreError", () => new TransientStoreError("m", { kind: "connection" }), "RI_STORE_CONNECTION_LOST"],
+    ["StoreUnavailableError", () => new StoreUnavailableError("read-only", "m"), "RI_STORE_UNAVAILABLE"],
     ["CommitOutcomeUnknownError", () => new CommitOutcomeUnknownError("m"), "RI_COMMIT_OUTCOME_UNKNOWN"],
     ["QuarantinePublishError", () => new QuarantinePublishError("m"), "RI_QUARANTINE_PUBLISH"],
     ["BrokerUnreachableError", () => new BrokerUnreachableError("m"), "RI_BROKER_UNREACHABLE"],

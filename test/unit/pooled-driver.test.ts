@@ -1,8 +1,11 @@
 import { describe, expect, it } from "vitest";
+import { StoreUnavailableError, TransientStoreError } from "../../src/core/errors.js";
 import { type PooledSession, PooledDriver } from "../../src/store/sql/pooled-driver.js";
 import type { SqlQuery } from "../../src/store/sql/sql-query.js";
 
 class ConnectionLost extends Error {}
+/** What a dialect classifies as a refusal of the database (read-only, disk full...). */
+class Refused extends Error {}
 class Classified extends Error {
   constructor(readonly original: unknown, readonly duringCommit: boolean) {
     super("classified");
@@ -48,8 +51,13 @@ class ScriptedDriver extends PooledDriver<string, string> {
   protected isConnectionLoss(error: unknown): boolean {
     return error instanceof ConnectionLost;
   }
-  protected classify(error: unknown, duringCommit: boolean): unknown {
+  protected classify(error: unknown, duringCommit: boolean, connection?: string): unknown {
+    if (error instanceof Refused) return new StoreUnavailableError("read-only", `refused on ${connection}`, { node: `${connection}:1` });
+    if (error instanceof ConnectionLost) return new TransientStoreError("gone", { kind: "connection" });
     return new Classified(error, duringCommit);
+  }
+  protected override nodeOf(connection: string): string | null {
+    return `${connection}:1`;
   }
   close(): Promise<void> {
     return Promise.resolve();
@@ -93,7 +101,7 @@ describe("PooledDriver: the transaction lifecycle every pooled database shares",
 
   it("never rolls back on a lost connection, and destroys it instead of returning it to the pool", async () => {
     const driver = new ScriptedDriver();
-    await expect(driver.transaction(() => Promise.reject(new ConnectionLost("gone")))).rejects.toBeInstanceOf(Classified);
+    await expect(driver.transaction(() => Promise.reject(new ConnectionLost("gone")))).rejects.toBeInstanceOf(TransientStoreError);
     expect(driver.steps).toEqual(["acquire", "begin", "end", "destroy"]);
   });
 
@@ -121,8 +129,37 @@ describe("PooledDriver: the transaction lifecycle every pooled database shares",
     const driver = new ScriptedDriver();
     expect(await driver.read(async (query) => (await query({ text: "SELECT 1", values: [] })).rows)).toEqual([{ n: 1 }]);
     expect(driver.steps).toEqual(["acquire", "release"]);
-    await expect(driver.read(() => Promise.reject(new ConnectionLost("gone")))).rejects.toBeInstanceOf(Classified);
+    await expect(driver.read(() => Promise.reject(new ConnectionLost("gone")))).rejects.toBeInstanceOf(TransientStoreError);
     expect(driver.steps.slice(2)).toEqual(["acquire", "destroy"]);
     expect(driver.steps).not.toContain("begin");
+  });
+
+  it("a refusal of the database rolls back, then destroys the connection (a new one may reach another node, or a writable database)", async () => {
+    const driver = new ScriptedDriver();
+    const error = await driver.transaction(() => Promise.reject(new Refused("25006"))).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "RI_STORE_UNAVAILABLE", node: "conn:1" });
+    expect(driver.steps).toEqual(["acquire", "begin", "rollback", "end", "destroy"]);
+    await expect(driver.read(() => Promise.reject(new Refused("25006")))).rejects.toBeInstanceOf(StoreUnavailableError);
+    expect(driver.steps.at(-1)).toBe("destroy");
+  });
+
+  it("keeps what its transactions met: an outage (refusal or lost connection) with its node, reason and start; the node of each success", async () => {
+    const driver = new ScriptedDriver();
+    expect(driver.health.snapshot()).toEqual({ available: true, node: null, problem: null });
+    await driver.transaction(() => Promise.resolve(1));
+    expect(driver.health.snapshot()).toEqual({ available: true, node: "conn:1", problem: null });
+    await driver.transaction(() => Promise.reject(new Refused("25006"))).catch(() => undefined);
+    const refused = driver.health.snapshot();
+    expect(refused).toMatchObject({ available: false, node: "conn:1", problem: { code: "RI_STORE_UNAVAILABLE", reason: "read-only", message: "refused on conn" } });
+    await driver.transaction(() => Promise.reject(new ConnectionLost("gone"))).catch(() => undefined);
+    // The outage goes on: it started at the refusal.
+    expect(driver.health.snapshot().problem).toMatchObject({ code: "RI_STORE_CONNECTION_LOST", reason: null, since: refused.problem!.since });
+    // A handler's own failure says nothing about the database; nor does a transaction that may only have read.
+    await driver.transaction(() => Promise.reject(new Error("handler bug"))).catch(() => undefined);
+    await driver.transaction(() => Promise.resolve(1));
+    expect(driver.health.snapshot().available).toBe(false);
+    // The store says when a transaction that wrote committed.
+    driver.health.committed();
+    expect(driver.health.snapshot()).toEqual({ available: true, node: "conn:1", problem: null });
   });
 });

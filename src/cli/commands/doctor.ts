@@ -79,6 +79,7 @@ async function databaseChecks(url: string): Promise<DoctorCheck[]> {
       });
       return checks;
     }
+    checks.push(await writesCheck(db));
     const hold = await db.operations.quarantineHold();
     const held = (await db.operations.quarantineCounts()).filter((c) => c.status === "held").reduce((n, c) => n + c.entries, 0);
     checks.push(held === 0
@@ -135,6 +136,26 @@ export function lookAlikeCheck(entries: readonly QuarantineDetail[], causes: rea
   return {
     check: "look-alike ids", status: "warn", detail: `${parts.join("; ")} (the characters shown as escapes)`,
     fix: "ids are compared byte for byte: what looks like a known id may be another one. Find the producer that sends them; normalise ids to NFC there, or refuse such ids in the handler's parse",
+  };
+}
+
+/**
+ * Whether the database takes writes, asked with a write that changes nothing: a read-only node
+ * (a standby, a demoted primary behind a stale address), a full disk or a Galera node outside
+ * the primary component refuses it. Names the node and the reason; with a host list, every
+ * node's state is in the refusal.
+ */
+async function writesCheck(db: OpenedDatabase): Promise<DoctorCheck> {
+  const health = await db.checkWrites();
+  const tried = db.nodes ? ` (nodes tried in order: ${db.nodes.join(", ")})` : "";
+  if (health.available) return { check: "database writes", status: "ok", detail: `${health.node ? `node ${health.node}` : "the database"} accepts writes${tried}` };
+  const problem = health.problem!;
+  return {
+    check: "database writes", status: "fail",
+    detail: `${health.node ? `node ${health.node}` : "the database"} ${problem.reason ? `refuses writes (${problem.reason})` : "cannot be reached"}: ${redactSecrets(problem.message)}${tried}`,
+    fix: problem.reason === "read-only"
+      ? "point the URL at the primary, or list every node (postgres://u@h1,h2/db?target_session_attrs=read-write, mysql://u@h1,h2/db); a consumer meanwhile gives its deliveries back and waits, in order"
+      : "free the disk or memory, or wait for the node to be ready / back in the primary component; consumers wait and give their deliveries back meanwhile",
   };
 }
 

@@ -1,8 +1,8 @@
-import { TransientStoreError, describeError } from "../../core/errors.js";
+import { InboxError, TransientStoreError, describeError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { PooledDriver, type PooledSession } from "../sql/pooled-driver.js";
 import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query.js";
-import { classifyMysqlError, isMysqlConnectionLoss } from "./errors.js";
+import { classifyMysqlError, discardsMysqlSession, isMysqlConnectionLoss } from "./errors.js";
 import type { ServerCheck } from "./server-check.js";
 import { PacketLimit } from "./packet-limit.js";
 import { SessionGuard } from "./session-guard.js";
@@ -86,21 +86,24 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
 
   /** A driver on the same pool whose transactions use other settings; it never ends the pool nor checks the server. */
   withSettings(settings: MysqlSessionSettings): MysqlDriver<C> {
-    return new MysqlDriver({ pool: this.pool, ownsPool: false, logger: this.options.logger, packetLimit: this.packetLimit, ...settings });
+    const driver = new MysqlDriver({ pool: this.pool, ownsPool: false, logger: this.options.logger, packetLimit: this.packetLimit, ...settings });
+    // One database, one health: what the relay's transactions meet counts too.
+    driver.health = this.health;
+    return driver;
   }
 
   /**
    * One connection outside any transaction, for work that leaves state on its session (a named
    * lock): `discard` asks for the connection to be destroyed rather than given back.
    */
-  async pinned<T>(work: (query: SqlQuery, discard: () => void) => Promise<T>): Promise<T> {
+  async pinned<T>(work: (query: SqlQuery, discard: () => void, connection: C) => Promise<T>): Promise<T> {
     const connection = await this.acquire();
     let broken = false;
     try {
-      return await work(this.autocommit(connection), () => { broken = true; });
+      return await work(this.autocommit(connection), () => { broken = true; }, connection);
     } catch (error) {
-      broken ||= isMysqlConnectionLoss(error);
-      throw classifyMysqlError(error);
+      broken ||= discardsMysqlSession(error);
+      throw classifyMysqlError(error, false, nodeOfMysqlConnection(connection));
     } finally {
       this.release(connection, broken);
     }
@@ -115,6 +118,8 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
     try {
       return await this.pool.getConnection();
     } catch (error) {
+      // A multi-host pool's own answer (no node fits) is classified already.
+      if (error instanceof InboxError) throw error;
       const classified = classifyMysqlError(error);
       if (classified !== error) throw classified;
       throw new TransientStoreError(`no MySQL connection: ${describeError(error)}`, { cause: error, kind: "connection" });
@@ -138,9 +143,21 @@ export class MysqlDriver<C extends MysqlConnection = MysqlConnection> extends Po
     return isMysqlConnectionLoss(error);
   }
 
-  protected classify(error: unknown, duringCommit: boolean): unknown {
-    return classifyMysqlError(error, duringCommit && this.options.commitOutcomeMatters !== false);
+  protected classify(error: unknown, duringCommit: boolean, connection?: C): unknown {
+    return classifyMysqlError(error, duringCommit && this.options.commitOutcomeMatters !== false, connection ? nodeOfMysqlConnection(connection) : null);
   }
+
+  protected override nodeOf(connection: C): string | null {
+    return nodeOfMysqlConnection(connection);
+  }
+}
+
+/** `host:port` of a mysql2 connection (the promise wrapper keeps the core connection's config); null when it does not say. */
+export function nodeOfMysqlConnection(connection: object): string | null {
+  const core = (connection as { connection?: { config?: { host?: unknown; port?: unknown } } }).connection;
+  const config = core?.config ?? (connection as { config?: { host?: unknown; port?: unknown } }).config;
+  if (typeof config?.host !== "string" || config.host === "") return null;
+  return `${config.host.includes(":") ? `[${config.host}]` : config.host}:${typeof config.port === "number" ? config.port : 3306}`;
 }
 
 /** One transaction on a borrowed connection: its own statements and the handler's go through the session guard. */

@@ -1,5 +1,5 @@
 import {
-  CommitOutcomeUnknownError, InboxError, PermanentEventError, TransientStoreError, describeError,
+  CommitOutcomeUnknownError, InboxError, PermanentEventError, type StoreRefusal, StoreUnavailableError, TransientStoreError, describeError,
 } from "../../core/errors.js";
 import { neverConnected } from "../never-connected.js";
 import { unrunnableSqlError } from "../unrunnable-sql.js";
@@ -28,12 +28,27 @@ const CONNECTION_ERRNO = new Set([
   1159, // ER_NET_READ_INTERRUPTED
   1161, // ER_NET_WRITE_INTERRUPTED
   1203, // ER_TOO_MANY_USER_CONNECTIONS
-  1290, // ER_OPTION_PREVENTS_STATEMENT: --read-only, e.g. a replica during a failover
-  1836, // ER_READ_ONLY_MODE
   1927, // ER_CONNECTION_KILLED (MariaDB)
   2006, // CR_SERVER_GONE_ERROR
   2013, // CR_SERVER_LOST
   4031, // ER_CLIENT_INTERACTION_TIMEOUT (MySQL 8.0.24+)
+]);
+
+/**
+ * Server error numbers of a server that answers and refuses the work, whatever the event: an
+ * outage of the database, not a failure of the event. The server answered, so even at COMMIT
+ * nothing was committed.
+ */
+const REFUSALS = new Map<number, StoreRefusal>([
+  [1290, "read-only"], // ER_OPTION_PREVENTS_STATEMENT: --read-only, e.g. a replica during a failover
+  [1836, "read-only"], // ER_READ_ONLY_MODE
+  [1792, "read-only"], // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION: transaction_read_only set for the session or server
+  [1021, "disk-full"], // ER_DISK_FULL
+  [1114, "disk-full"], // ER_RECORD_FILE_FULL: an InnoDB table that cannot grow
+  [1037, "out-of-memory"], // ER_OUTOFMEMORY
+  [1041, "out-of-memory"], // ER_OUT_OF_RESOURCES
+  [1047, "not-primary-component"], // ER_UNKNOWN_COM_ERROR: Galera's "WSREP has not yet prepared node for application use"
+  [1180, "not-primary-component"], // ER_ERROR_DURING_COMMIT: Galera could not replicate the commit (no primary component)
 ]);
 
 /** mysql2 and Node codes for a socket that is gone or never came up. */
@@ -115,6 +130,20 @@ export function isMysqlDuplicateKey(error: unknown, index: string): boolean {
   return error.message.endsWith(`.${index}'`) || error.message.endsWith(` '${index}'`);
 }
 
+/** The refusal an error stands for, if the server refused the work (read-only, disk full, Galera not ready). */
+function refusalOf(error: unknown): StoreRefusal | undefined {
+  const errno = errnoOf(error);
+  return errno === undefined ? undefined : REFUSALS.get(errno);
+}
+
+/**
+ * True when a connection must not go back to the pool after this error: it is lost, or its
+ * server refuses work (a new connection may reach another node, or find it writable again).
+ */
+export function discardsMysqlSession(error: unknown): boolean {
+  return isMysqlConnectionLoss(error) || error instanceof StoreUnavailableError || refusalOf(error) !== undefined;
+}
+
 /** True for a lock wait timeout or deadlock, or anything else worth a whole-transaction retry. */
 export function isMysqlContention(error: unknown): boolean {
   const errno = errnoOf(error);
@@ -123,14 +152,16 @@ export function isMysqlContention(error: unknown): boolean {
 
 /**
  * Maps a mysql2 error to the library's error kinds, in one place: contention ->
- * TransientStoreError, lost session -> TransientStoreError(connection), constraint errors from
+ * TransientStoreError, lost session -> TransientStoreError(connection), a server that refuses
+ * work (read-only, disk full, out of memory, a Galera node outside the primary component) ->
+ * StoreUnavailableError naming `node` (`host:port`, when known), constraint errors from
  * business SQL (1062 duplicate key, foreign keys, NOT NULL, CHECK) -> PermanentEventError
  * `constraint_violation`, data errors (out of range, too long, bad value) -> PermanentEventError
  * `invalid`, a statement over `max_allowed_packet` (1153, 1301) -> PermanentEventError `too_large`,
  * SQL that cannot run as written (SQLSTATE class 42) -> InboxConfigError, anything
  * else unchanged (the pipeline retries unknown errors, then isolates the message). `duringCommit` turns a lost session into an unknown commit outcome.
  */
-export function classifyMysqlError(error: unknown, duringCommit = false): unknown {
+export function classifyMysqlError(error: unknown, duringCommit = false, node?: string | null): unknown {
   if (error instanceof InboxError) return error;
   const errno = errnoOf(error);
   const sqlState = sqlStateOf(error);
@@ -140,6 +171,10 @@ export function classifyMysqlError(error: unknown, duringCommit = false): unknow
   // it), but the event, not the database, is at fault.
   if (errno !== undefined && PACKET_TOO_LARGE.has(errno)) {
     return new PermanentEventError("too_large", `${label}: ${describeError(error)} (the event's statement is larger than the server's max_allowed_packet)`, { cause: error });
+  }
+  const refusal = refusalOf(error);
+  if (refusal) {
+    return new StoreUnavailableError(refusal, `MySQL${node ? ` ${node}` : ""} refuses work (${refusal}, ${errno}): ${describeError(error)}`, { cause: error, node: node ?? null });
   }
   if (isMysqlConnectionLoss(error)) {
     if (duringCommit) {

@@ -11,6 +11,7 @@ import { migrateMysql } from "./migrations.js";
 import { mysqlOutboxWrites } from "./outbox.js";
 import { ServerCheck } from "./server-check.js";
 import { quoteIdent } from "./values.js";
+import { writeProbe } from "../operations.js";
 
 export interface MysqlExecutorStoreOptions<Tx> {
   /** The data layer's transactions and statements, e.g. `fromKyselyMysql(db)`. */
@@ -44,6 +45,7 @@ export class MysqlExecutorStore<Tx> extends SqlStore<Tx> {
       name: "mysql",
       driver: new ExecutorDriver(executor, mysqlExecutorDialect()),
       inbox: mysqlInboxStatements(prefix),
+      writeProbe: writeProbe(prefix),
       outbox: mysqlOutboxWrites(prefix),
       migrate: () => migrateThrough(executor, { database, prefix }, logger),
     }, options.maxConcurrentTransactions ?? 10);

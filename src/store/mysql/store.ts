@@ -2,6 +2,7 @@ import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
 import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
+import { hasHostList, serverListOf } from "../host-list.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type MysqlConnection, MysqlDriver, type MysqlIsolationLevel, type MysqlPool, SHORT_READ_COMMITTED } from "./driver.js";
@@ -9,9 +10,11 @@ import { mysqlInboxStatements } from "./inbox.js";
 import { migrateMysql } from "./migrations.js";
 import { MysqlInboxOperations, operationsDriversOn } from "./operations.js";
 import { mysqlLeasedWrite, mysqlOutboxWrites } from "./outbox.js";
+import { MultiHostMysqlPool, type MysqlNodePool } from "./multi-host-pool.js";
 import { MysqlOutboxRelay } from "./outbox-relay.js";
 import { ServerCheck } from "./server-check.js";
 import { quoteIdent } from "./values.js";
+import { writeProbe } from "../operations.js";
 
 export interface MysqlStoreOptions<C extends MysqlConnection> {
   /** A mysql2/promise pool. The store never ends a pool it did not create. */
@@ -81,6 +84,7 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
       name: "mysql",
       driver,
       inbox: mysqlInboxStatements(target.prefix),
+      writeProbe: writeProbe(target.prefix),
       outbox: {
         write: (query, records) => outbox.write(query, records),
         writeLeased: mysqlLeasedWrite(target.prefix, serverCheck),
@@ -97,19 +101,35 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
     this.relay = new MysqlOutboxRelay(readCommitted, target.prefix);
   }
 
-  /** Creates a pool from a `mysql://` URL (loads `mysql2` on demand) and a store that owns it. */
+  /**
+   * Creates a pool from a `mysql://` URL (loads `mysql2` on demand) and a store that owns it. The
+   * URL may list several nodes, `mysql://u:pw@h1:3311,h2:3312/db`: the store writes to the first
+   * whose `@@read_only` is off (`?target_session_attrs=` as for PostgreSQL) and follows a failover.
+   */
   static async connect(url: string, options: MysqlConnectOptions = {}): Promise<MysqlStore> {
-    const mysql = await loadDriver<{ createPool(config: object): MysqlPool & PoolEvents }>("mysql2/promise", "the MySQL store");
-    const pool = mysql.createPool({ uri: url, connectionLimit: options.poolSize ?? 10, trace: options.traceQueries ?? false });
+    const mysql = await loadDriver<{ createPool(config: object): MysqlNodePool }>("mysql2/promise", "the MySQL store");
     const logger = options.logger ?? silentLogger;
-    // mysql2 removes a pooled connection from the pool on its first 'error' event, with a
-    // once-listener; a second 'error' on the same dead connection, with no listener left, would
-    // crash the process.
-    pool.on("connection", (connection) => {
-      connection.on("error", (error: Error) => logger.warn("MySQL connection lost", { error: error.message }));
-    });
+    const createPool = (uri: string): MysqlNodePool => {
+      const pool = mysql.createPool({ uri, connectionLimit: options.poolSize ?? 10, trace: options.traceQueries ?? false });
+      // mysql2 removes a pooled connection from the pool on its first 'error' event, with a
+      // once-listener; a second 'error' on the same dead connection, with no listener left, would
+      // crash the process.
+      pool.on("connection", (connection) => {
+        connection.on("error", (error: Error) => logger.warn("MySQL connection lost", { error: error.message }));
+      });
+      return pool;
+    };
+    const pool = hasHostList(url) ? new MultiHostMysqlPool(serverListOf(url, 3306), createPool, logger) : createPool(url);
     const { poolSize: _poolSize, traceQueries: _traceQueries, ...storeOptions } = options;
     return new MysqlStore({ ...storeOptions, pool, ownsPool: true });
+  }
+
+  /**
+   * Runs `work` on one pooled connection outside any transaction, for statements that must not
+   * run in one (DDL commits implicitly on MySQL), on the node the store writes to.
+   */
+  withConnection<T>(work: (connection: C) => Promise<T>): Promise<T> {
+    return this.driver.pinned((_query, _discard, connection) => work(connection));
   }
 
   /** Retention, quarantine decisions and schema status, on this store's pool (the `rabbit-inbox` command uses it). */
@@ -136,9 +156,4 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
   countPendingOutbox(atMost: number): Promise<number> {
     return this.relay.countPending(atMost);
   }
-}
-
-/** mysql2's pool emits the raw connection it just opened. */
-interface PoolEvents {
-  on(event: "connection", listener: (connection: { on(event: "error", listener: (error: Error) => void): unknown }) => void): unknown;
 }

@@ -2,7 +2,7 @@ import type { Logger } from "../../core/logger.js";
 import { PooledDriver } from "../sql/pooled-driver.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
-import { type PgCheckout, type PgClient, type PgPool, checkOut, pgStatement, sqlResult } from "./pg-client.js";
+import { type PgCheckout, type PgClient, type PgPool, checkOut, nodeOfPgClient, pgStatement, sqlResult } from "./pg-client.js";
 import { PostgresSession } from "./session.js";
 
 /** The slice of node-postgres the store uses (`pg.Pool` and `pg.PoolClient` fit it), as users import it. */
@@ -39,8 +39,12 @@ export class PostgresDriver<C extends PgClient> extends PooledDriver<PgCheckout<
     return isPostgresConnectionLoss(error);
   }
 
-  protected classify(error: unknown, duringCommit: boolean): unknown {
-    return classifyPostgresError(error, duringCommit);
+  protected classify(error: unknown, duringCommit: boolean, checkout?: PgCheckout<C>): unknown {
+    return classifyPostgresError(error, duringCommit, checkout ? nodeOfPgClient(checkout.client) : null);
+  }
+
+  protected override nodeOf(checkout: PgCheckout<C>): string | null {
+    return nodeOfPgClient(checkout.client);
   }
 
   /** Ends the pool only if the store created it. */

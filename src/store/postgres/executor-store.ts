@@ -8,6 +8,7 @@ import { PostgresInbox } from "./inbox.js";
 import { migratePostgres } from "./migrations.js";
 import { PostgresOutboxWrites } from "./outbox.js";
 import { schemaPrefix } from "./store.js";
+import { writeProbe } from "../operations.js";
 
 /**
  * What a data layer (Kysely, Knex, Drizzle, Prisma...) lends the inbox on PostgreSQL: statements
@@ -72,6 +73,7 @@ export class PostgresExecutorStore<Tx> extends SqlStore<Tx> {
       name: "postgres",
       driver,
       inbox: new PostgresInbox(prefix, options.schema ?? ""),
+      writeProbe: writeProbe(prefix),
       outbox: new PostgresOutboxWrites(prefix, options.schema),
       // Statement by statement: some data layers prepare every statement, and a prepared
       // statement holds one command. Same lock and version table as PostgresStore.migrate.

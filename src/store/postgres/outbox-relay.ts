@@ -6,9 +6,9 @@ import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlRow } from "../sql/sql-query.js";
 import { postgresColumns } from "./columns.js";
-import { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
+import { classifyPostgresError, discardsPostgresSession, isPostgresConnectionLoss } from "./errors.js";
 import { POSTGRES_OUTBOX_CHANNEL } from "./outbox.js";
-import { type PgClient, type PgPool, checkOut } from "./pg-client.js";
+import { type PgClient, type PgPool, checkOut, nodeOfPgClient } from "./pg-client.js";
 import { statementTag } from "./prepared-statements.js";
 
 /** A pool client that can LISTEN: pg's Client is an EventEmitter with these events too. */
@@ -85,9 +85,9 @@ export class PostgresOutboxRelay<C extends PgClient> {
         }
         await client.query(statement);
       } catch (error) {
-        broken = isPostgresConnectionLoss(error);
-        if (!broken) await client.query("ROLLBACK").catch(() => { broken = true; });
-        throw classifyPostgresError(error);
+        if (!isPostgresConnectionLoss(error)) await client.query("ROLLBACK").catch(() => { broken = true; });
+        broken ||= discardsPostgresSession(error);
+        throw classifyPostgresError(error, false, nodeOfPgClient(client));
       } finally {
         released = true;
         release(broken);
@@ -102,10 +102,11 @@ export class PostgresOutboxRelay<C extends PgClient> {
       return await heldClaim(rows, end);
     } catch (error) {
       if (!released) {
-        if (open && !isPostgresConnectionLoss(error)) await end("ROLLBACK").catch(() => undefined);
-        else release(isPostgresConnectionLoss(error));
+        // A refusal discards the session too (its server rolls back): the next claim may reach the writable node.
+        if (open && !discardsPostgresSession(error)) await end("ROLLBACK").catch(() => undefined);
+        else release(discardsPostgresSession(error));
       }
-      throw classifyPostgresError(error);
+      throw classifyPostgresError(error, false, nodeOfPgClient(client));
     }
   }
 

@@ -64,6 +64,13 @@ export async function checkOut<C extends PgClient>(pool: PgPool<C>): Promise<PgC
   return checkout;
 }
 
+/** `host:port` of a node-postgres client (pg.Client keeps both); null when it does not say. */
+export function nodeOfPgClient(client: object): string | null {
+  const { host, port } = client as { host?: unknown; port?: unknown };
+  if (typeof host !== "string" || host === "") return null;
+  return `${host.includes(":") ? `[${host}]` : host}:${typeof port === "number" || typeof port === "string" ? port : 5432}`;
+}
+
 /** A statement as node-postgres takes it: it only reads the values, so the readonly array is lent as is. */
 export function pgStatement(statement: SqlStatement): { text: string; values: unknown[]; name?: string } {
   return statement as { text: string; values: unknown[]; name?: string };

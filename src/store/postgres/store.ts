@@ -2,6 +2,7 @@ import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
 import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
+import { hasHostList, serverListOf } from "../host-list.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type PgClient, type PgPool, PostgresDriver } from "./driver.js";
@@ -9,7 +10,9 @@ import { PostgresInbox } from "./inbox.js";
 import { migratePostgres } from "./migrations.js";
 import { PostgresInboxOperations } from "./operations.js";
 import { PostgresOutboxWrites } from "./outbox.js";
+import { MultiHostPgPool, NODE_CONNECT_TIMEOUT_MS } from "./multi-host-pool.js";
 import { PostgresOutboxRelay } from "./outbox-relay.js";
+import { writeProbe } from "../operations.js";
 
 export interface PostgresStoreOptions<C extends PgClient> {
   /** A pg Pool. The store never ends a pool it did not create. */
@@ -46,6 +49,7 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
       name: "postgres",
       driver,
       inbox: new PostgresInbox(prefix, options.schema ?? ""),
+      writeProbe: writeProbe(prefix),
       outbox: new PostgresOutboxWrites(prefix, options.schema),
       migrate: () => driver.transaction(({ query }) => migratePostgres(query, { prefix, logger, statementByStatement: false })),
     }, options.maxConcurrentTransactions ?? 10);
@@ -53,14 +57,23 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
     this.relay = new PostgresOutboxRelay(options.pool, driver, prefix, options.schema);
   }
 
-  /** Creates a pool from a connection string (loads `pg` on demand) and a store that owns it. */
+  /**
+   * Creates a pool from a connection string (loads `pg` on demand) and a store that owns it. The
+   * URL may list several nodes in libpq's form, `postgres://u:pw@h1:5441,h2:5442/db`, with
+   * `target_session_attrs` (`read-write` by default): the store then works on the first node that
+   * fits, and finds the new one after a failover (MultiHostPgPool).
+   */
   static async connect(
     connectionString: string,
     options: Omit<PostgresStoreOptions<PgClient>, "pool"> & { poolSize?: number } = {},
   ): Promise<PostgresStore> {
     const pg = await loadDriver<{ Pool: new (config: object) => PgPool }>("pg", "the PostgreSQL store");
-    const pool = new pg.Pool({ connectionString, max: options.poolSize ?? 10 });
+    const max = options.poolSize ?? 10;
     const logger = options.logger ?? silentLogger;
+    const pool = hasHostList(connectionString)
+      // A node that does not answer must not hold the search for the next one.
+      ? new MultiHostPgPool(serverListOf(connectionString, 5432), (url) => new pg.Pool({ connectionString: url, max, connectionTimeoutMillis: NODE_CONNECT_TIMEOUT_MS }), logger)
+      : new pg.Pool({ connectionString, max });
     // An idle client whose session is terminated emits 'error' on the pool; unhandled, it
     // would crash the process. The pool discards that client by itself.
     pool.on("error", (error) => logger.warn("idle PostgreSQL client lost", { error: error.message }));

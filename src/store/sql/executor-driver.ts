@@ -1,3 +1,4 @@
+import { DatabaseHealthTracker } from "./database-health.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
 import type { SqlQuery, SqlResult, SqlRow } from "./sql-query.js";
 
@@ -56,6 +57,8 @@ export interface ExecutorDialect {
  * The data layer commits; a throw rolls back the inbox record and the business writes together.
  */
 export class ExecutorDriver<Tx> implements SqlDriver<Tx> {
+  readonly health = new DatabaseHealthTracker();
+
   constructor(private readonly executor: SqlExecutor<Tx>, private readonly dialect: ExecutorDialect) {}
 
   async transaction<T>(work: (session: SqlSession<Tx>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
@@ -64,7 +67,7 @@ export class ExecutorDriver<Tx> implements SqlDriver<Tx> {
     // outcome unknown.
     const state = { committing: false };
     try {
-      return await this.executor.transaction(async (tx) => {
+      const result = await this.executor.transaction(async (tx) => {
         const query = this.queryIn(tx);
         const result = await work({ handle: tx, query });
         await this.executor.flush?.(tx);
@@ -73,8 +76,11 @@ export class ExecutorDriver<Tx> implements SqlDriver<Tx> {
         state.committing = true;
         return result;
       });
+      return result;
     } catch (error) {
-      throw this.classify(error, state.committing);
+      const classified = this.classify(error, state.committing);
+      this.health.failed(classified, null);
+      throw classified;
     }
   }
 

@@ -1,3 +1,5 @@
+import { StoreUnavailableError } from "../../core/errors.js";
+import { DatabaseHealthTracker } from "./database-health.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
 import type { SqlQuery } from "./sql-query.js";
 
@@ -23,9 +25,13 @@ export interface PooledSession<Handle> extends SqlSession<Handle> {
  * The transaction lifecycle every pooled database shares, written once: borrow a connection,
  * BEGIN, run the work and the hook, COMMIT; on any failure roll back unless the connection is
  * gone, classify the error (knowing whether it came from COMMIT), and give the connection back,
- * destroyed when its session broke. A dialect supplies the steps.
+ * destroyed when its session broke or its database refused the work (a new session may reach
+ * another node, or the database once it accepts writes again). A dialect supplies the steps.
+ * What the transactions meet is kept for health checks (`health`).
  */
 export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Handle> {
+  /** What the transactions met; shared with the drivers made from this one (other session settings, same pool). */
+  health = new DatabaseHealthTracker();
   /** Borrows a connection; a failure is classified (the database is unreachable, not the event bad). */
   protected abstract acquire(): Promise<Connection>;
   /** Returns the connection, or destroys it when `broken`. */
@@ -34,12 +40,20 @@ export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Hand
   /** One statement outside any transaction. */
   protected abstract autocommit(connection: Connection): SqlQuery;
   protected abstract isConnectionLoss(error: unknown): boolean;
-  /** The dialect's classification; `duringCommit` marks a failure of COMMIT itself. */
-  protected abstract classify(error: unknown, duringCommit: boolean): unknown;
+  /**
+   * The dialect's classification; `duringCommit` marks a failure of COMMIT itself, `connection`
+   * the connection it happened on (when there was one), so that a refusal can name its node.
+   */
+  protected abstract classify(error: unknown, duringCommit: boolean, connection?: Connection): unknown;
   abstract close(): Promise<void>;
 
+  /** `host:port` of the server a connection is on; null when the dialect cannot tell (a file). */
+  protected nodeOf(_connection: Connection): string | null {
+    return null;
+  }
+
   async transaction<T>(work: (session: SqlSession<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
-    const connection = await this.acquire();
+    const connection = await this.borrow();
     const session = this.startSession(connection);
     let broken = false;
     let committing = false;
@@ -49,11 +63,15 @@ export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Hand
       if (beforeCommit) await beforeCommit();
       committing = true;
       await session.commit();
+      this.health.reached(this.nodeOf(connection));
       return result;
     } catch (error) {
       broken = session.broken || this.isConnectionLoss(error);
       if (!broken) broken = !(await session.rollback(committing));
-      throw this.classify(error, committing);
+      const classified = this.classify(error, committing, connection);
+      broken ||= classified instanceof StoreUnavailableError;
+      this.health.failed(classified, this.nodeOf(connection));
+      throw classified;
     } finally {
       session.end();
       this.release(connection, broken || session.broken);
@@ -61,15 +79,29 @@ export abstract class PooledDriver<Connection, Handle> implements SqlDriver<Hand
   }
 
   async read<T>(work: (query: SqlQuery) => Promise<T>): Promise<T> {
-    const connection = await this.acquire();
+    const connection = await this.borrow();
     let broken = false;
     try {
-      return await work(this.autocommit(connection));
+      const result = await work(this.autocommit(connection));
+      this.health.reached(this.nodeOf(connection));
+      return result;
     } catch (error) {
-      broken = this.isConnectionLoss(error);
-      throw this.classify(error, false);
+      const classified = this.classify(error, false, connection);
+      broken = this.isConnectionLoss(error) || classified instanceof StoreUnavailableError;
+      this.health.failed(classified, this.nodeOf(connection));
+      throw classified;
     } finally {
       this.release(connection, broken);
+    }
+  }
+
+  /** A connection; a failure to get one (classified by acquire) is an outage the health check reports. */
+  private async borrow(): Promise<Connection> {
+    try {
+      return await this.acquire();
+    } catch (error) {
+      this.health.failed(error, null);
+      throw error;
     }
   }
 }

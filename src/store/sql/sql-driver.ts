@@ -1,3 +1,4 @@
+import type { DatabaseHealthTracker } from "./database-health.js";
 import type { SqlQuery } from "./sql-query.js";
 
 /** One open transaction as the inbox sees it. */
@@ -22,6 +23,8 @@ export interface SqlDriver<Handle> {
   transaction<T>(work: (session: SqlSession<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T>;
   /** Runs `work` outside any explicit transaction (each statement commits on its own). */
   read<T>(work: (query: SqlQuery) => Promise<T>): Promise<T>;
+  /** What the driver's transactions met (outages, the node); the store adds the commits that wrote. */
+  readonly health: DatabaseHealthTracker;
   /** Ends what the driver created (its pool); never what the user passed in. */
   close(): Promise<void>;
 }

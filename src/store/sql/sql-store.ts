@@ -1,11 +1,11 @@
 import type { EventKey } from "../../core/event.js";
 import type {
-  ClaimResult, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction,
+  ClaimResult, DatabaseHealth, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction,
 } from "../../core/store.js";
 import { Outbox } from "../../outbox/outbox.js";
 import { type HandedOffRow, type OutboxHandoff, OutboxSignal } from "../../outbox/outbox-signal.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
-import type { SqlQuery } from "./sql-query.js";
+import type { SqlQuery, SqlStatement } from "./sql-query.js";
 
 /** The inbox's own SQL on one database: claim, quarantine, redelivery count and the two reads. */
 export interface InboxStatements {
@@ -43,10 +43,14 @@ export interface SqlDialect<Handle> {
   readonly outbox?: OutboxWriteStatements;
   /** Creates or upgrades the tables; idempotent, safe from several processes at once. */
   migrate(): Promise<void>;
+  /** A write that changes nothing (it matches no row) but that a database refusing writes refuses. */
+  readonly writeProbe: SqlStatement;
 }
 
-/** What one store transaction wrote to the outbox, and for whom. */
+/** What one store transaction wrote, and for whom its outbox rows are. */
 interface OutboxWrites {
+  /** A write of the inbox's own (claim, quarantine, count, outbox) ran: a commit proves the database takes writes. */
+  inbox: boolean;
   /** Due rows were written: relays are woken after the commit. */
   written: boolean;
   /** Leased rows written for `handoff`, handed to it after the commit. */
@@ -82,12 +86,15 @@ export class SqlStore<Handle> implements Store<Handle> {
   async transaction<T>(work: (tx: StoreTransaction<Handle>) => Promise<T>, beforeCommit?: () => Promise<void> | void): Promise<T> {
     // Taken once: the rows of this transaction go to the relay that was attached when it began.
     const handoff = this.sql.outbox?.writeLeased ? this.outboxSignal.handoff : undefined;
-    const outbox: OutboxWrites = { written: false, handedOff: [], leasedAt: 0, handoff };
+    const outbox: OutboxWrites = { inbox: false, written: false, handedOff: [], leasedAt: 0, handoff };
     const result = await this.sql.driver.transaction((session) => {
+      outbox.inbox = false;
       outbox.written = false;
       outbox.handedOff = [];
       return work(this.transactionOf(session, outbox));
     }, beforeCommit);
+    // A write of the inbox's own committed: the database takes writes (a read-only one would have refused it).
+    if (outbox.inbox) this.sql.driver.health.committed();
     // Committed: only now may the rows leave this process.
     if (outbox.handedOff.length > 0) {
       try {
@@ -105,12 +112,13 @@ export class SqlStore<Handle> implements Store<Handle> {
     const tx: StoreTransaction<Handle> = {
       // A getter: some sessions start the transaction only when the handler first uses it.
       get handle() { return session.handle; },
-      claim: (handler, claims) => inbox.claim(session, handler, claims),
-      quarantine: (records) => inbox.quarantine(session.query, records),
-      countRedelivery: (handler, key) => inbox.countRedelivery(session.query, handler, key),
+      claim: (handler, claims) => { outbox.inbox = true; return inbox.claim(session, handler, claims); },
+      quarantine: (records) => { outbox.inbox = true; return inbox.quarantine(session.query, records); },
+      countRedelivery: (handler, key) => { outbox.inbox = true; return inbox.countRedelivery(session.query, handler, key); },
     };
     if (outboxSql) {
       tx.writeOutbox = async (records) => {
+        outbox.inbox = true;
         if (outbox.handoff && outboxSql.writeLeased) {
           if (outbox.handedOff.length === 0) outbox.leasedAt = Date.now();
           outbox.handedOff.push(...(await outboxSql.writeLeased(session.query, records, outbox.handoff.leaseMs)));
@@ -138,6 +146,31 @@ export class SqlStore<Handle> implements Store<Handle> {
     const due = await this.sql.outbox.resend(this.sql.driver, handler, waiting);
     if (due > 0) this.outboxSignal.notify();
     return due;
+  }
+
+  /**
+   * The database as the store's last transaction found it: on which node, and while an outage
+   * lasts (a refusal, a lost connection), since when, what and why. Costs nothing: nothing is sent.
+   */
+  databaseHealth(): DatabaseHealth {
+    return this.sql.driver.health.snapshot();
+  }
+
+  /**
+   * Runs one write the database refuses when it refuses all writes (a DELETE that matches no
+   * row, on an inbox table), and says what it found: the readiness probe of a service, and what
+   * `rabbit-inbox doctor` asks. An empty transaction would not do: a read-only node commits it.
+   * Never throws for an outage; the health says it.
+   */
+  async checkWrites(): Promise<DatabaseHealth> {
+    try {
+      await this.sql.driver.transaction(({ query }) => query(this.sql.writeProbe));
+      this.sql.driver.health.committed();
+    } catch (error) {
+      // Recorded by the driver when it is an outage; anything else is the caller's to see.
+      if (!this.sql.driver.health.snapshot().problem) throw error;
+    }
+    return this.sql.driver.health.snapshot();
   }
 
   /**

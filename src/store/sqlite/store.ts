@@ -10,6 +10,7 @@ import { migrateSqlite } from "./migrations.js";
 import { SqliteInboxOperations } from "./operations.js";
 import { sqliteOutboxWrites } from "./outbox.js";
 import { SqliteOutboxRelay } from "./outbox-relay.js";
+import { writeProbe } from "../operations.js";
 
 export interface SqliteStoreOptions<D extends SqliteDatabase> {
   database: D;
@@ -44,7 +45,7 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlS
     if (!options.database) throw new InboxConfigError("SqliteStore needs a database");
     const logger = options.logger ?? silentLogger;
     const driver = new SqliteDriver(options.database, logger, options.ownsDatabase ?? false);
-    const dialect = { name: "sqlite", driver, inbox: sqliteInbox, outbox: sqliteOutboxWrites, migrate: () => migrateSqlite(driver, logger) };
+    const dialect = { name: "sqlite", driver, inbox: sqliteInbox, writeProbe: writeProbe(""), outbox: sqliteOutboxWrites, migrate: () => migrateSqlite(driver, logger) };
     // One transaction at a time: the driver lends its one connection to one caller.
     super(dialect, 1);
     this.db = options.database;

@@ -1,0 +1,68 @@
+/**
+ * Deliveries given back because the database refused them (or could not be reached) keep their
+ * place: nothing delivered after them on their channel is applied before they come back. Over
+ * the in-memory broker, frame by frame: the consumer pauses its channel (basic.cancel), nacks
+ * the given-back deliveries together with those waiting behind them, in delivery order, and
+ * consumes again on the same channel.
+ */
+import { beforeEach, describe, expect, it, vi } from "vitest";
+import { StoreUnavailableError } from "../../src/core/errors.js";
+import type { FakeBroker } from "../support/fake-amqp.js";
+import { brokerClosedChannels, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
+import { MemoryStore } from "../support/memory-store.js";
+
+vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
+
+const env = fakeBrokerPerTest();
+let broker: FakeBroker;
+beforeEach(() => {
+  broker = env.broker;
+});
+
+const event = (eventId: string) => ({ tenant: "t1", event_id: eventId });
+
+/** A store that refuses its first `refusals` transactions as a read-only database would. */
+function refusingStore(refusals: number): MemoryStore {
+  const store = new MemoryStore();
+  store.script = (attempt) => {
+    if (attempt <= refusals) throw new StoreUnavailableError("read-only", "PostgreSQL 10.0.0.1:5441 refuses work (read-only, 25006): cannot execute INSERT in a read-only transaction", { node: "10.0.0.1:5441" });
+    return "commit";
+  };
+  return store;
+}
+
+describe("a batch the database refused goes back with everything behind it on its channel", () => {
+  it("applies every event once and in the order published, even when the database accepts the next batch", async () => {
+    // The first batch's two attempts are refused; every later transaction would commit.
+    const store = refusingStore(2);
+    const { consumer } = env.build({ store, batchSize: 2, prefetch: 20 });
+    await consumer.start();
+    const ids = Array.from({ length: 8 }, (_, i) => `e-${i + 1}`);
+    for (const id of ids) broker.publishJson("work", event(id));
+    await until(() => store.effects.length === ids.length && broker.depth("work").unacked === 0, "every event applied and acked");
+
+    expect(store.effects).toEqual(ids);
+    expect(consumer.outcomeCounts).toMatchObject({ applied: 8, duplicate: 0, quarantined: 0, delayed: 0 });
+    expect(consumer.outcomeCounts.requeue).toBe(2);
+    // Paused, then the whole prefetch given back in delivery order, then consumed again on the same channel.
+    const consume = broker.framesOf("consume")[0]!;
+    const giveBack = broker.frames.filter((f) => (f.op === "cancel" || f.op === "nack" || f.op === "consume") && f.channel === consume.channel)
+      .map((f) => (f.op === "nack" ? `nack ${f.tag}${f.requeue ? "" : " drop"}` : f.op));
+    expect(giveBack).toEqual(["consume", "cancel", ...ids.map((_, i) => `nack ${i + 1}`), "consume"]);
+    expect(broker.framesOf("publish")).toEqual([]);
+    expect(brokerClosedChannels(broker)).toEqual([]);
+    expect(broker.depth("work")).toEqual({ ready: 0, unacked: 0 });
+  });
+
+  it("health() says the database refuses work, on which node and why, while it does; the store tracks it, the consumer shows it", async () => {
+    const store = refusingStore(Number.MAX_SAFE_INTEGER);
+    const health = { available: false, node: "10.0.0.1:5441", problem: { since: new Date(0), code: "RI_STORE_UNAVAILABLE", reason: "read-only", message: "refuses" } };
+    store.databaseHealth = () => health;
+    const { consumer } = env.build({ store, batchSize: 2 });
+    await consumer.start();
+    broker.publishJson("work", event("e-1"));
+    await until(() => consumer.outcomeCounts.requeue >= 1, "the delivery given back");
+    expect(consumer.health().database).toBe(health);
+    expect(consumer.outcomeCounts).toMatchObject({ applied: 0, quarantined: 0, delayed: 0 });
+  });
+});
