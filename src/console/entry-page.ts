@@ -1,4 +1,4 @@
-import { alignLines, payloadLines } from "../cli/side-by-side.js";
+import { alignLines, payloadLines } from "../quarantine/side-by-side.js";
 import { type ConflictDiff, diffConflict } from "../quarantine/conflict-diff.js";
 import { decodePayload } from "../quarantine/payload-diff.js";
 import { currentFingerprint } from "../quarantine/current-fingerprint.js";
