@@ -44,6 +44,8 @@ export const errorCatalogue = {
   RI_RETENTION_GUARD: { kind: "config", meaning: "cleanup refused: no replay window, or one under the minimum" },
   RI_QUARANTINE_OPERATION: { kind: "config", meaning: "an operator action on a quarantine entry cannot be done as asked" },
   RI_QUARANTINE_DECIDED: { kind: "config", meaning: "another decision on the quarantine entry is under way or done" },
+  RI_QUARANTINE_NOT_FOUND: { kind: "config", meaning: "no quarantine entry has the id an operator action names" },
+  RI_QUARANTINE_OPTIONS: { kind: "config", meaning: "the options of an operator action do not go together" },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

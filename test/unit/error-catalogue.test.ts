@@ -63,6 +63,8 @@ describe("the error classes take code and kind from the catalogue", () => {
     ["RetentionGuardError", () => new RetentionGuardError("m"), "RI_RETENTION_GUARD"],
     ["QuarantineOperationError", () => new QuarantineOperationError("m"), "RI_QUARANTINE_OPERATION"],
     ["QuarantineDecisionTakenError", () => new QuarantineDecisionTakenError("m", "done", null), "RI_QUARANTINE_DECIDED"],
+    ["QuarantineOperationError", () => new QuarantineOperationError("m", { code: "RI_QUARANTINE_NOT_FOUND" }), "RI_QUARANTINE_NOT_FOUND"],
+    ["QuarantineOperationError", () => new QuarantineOperationError("m", { code: "RI_QUARANTINE_OPTIONS" }), "RI_QUARANTINE_OPTIONS"],
   ];
 
   it.each(made)("%s raises %s... with the catalogue's kind", (className, make, code) => {
