@@ -1,21 +1,21 @@
-import { prepareBulk } from "./console-actions.js";
+import { type BulkAsked, prepareBulk } from "./console-actions.js";
 import type { ConsoleContext } from "./console-context.js";
-import { ConsoleRequestError } from "./console-filter.js";
+import { ConsoleRequestError } from "./console-request-error.js";
+import type { BulkAction } from "./console-schemas.js";
 import type { BulkJob } from "./bulk-jobs.js";
 import type { ConsoleSession } from "./console-sessions.js";
 import { type Html, html } from "./html.js";
 import { csrfField, layout, when } from "./page-layout.js";
 
 /** Checks a confirmed bulk action and starts it in the background; its page shows the progress. */
-export async function startBulkJob(ctx: ConsoleContext, actor: string, fields: Record<string, unknown>): Promise<BulkJob> {
-  const action = fields.action === "discard" ? "discard" : "replay";
-  const run = await prepareBulk(ctx, action, actor, fields);
+export async function startBulkJob(ctx: ConsoleContext, action: BulkAction, actor: string, asked: BulkAsked): Promise<BulkJob> {
+  const run = await prepareBulk(ctx, action, actor, asked);
   return ctx.jobs.start(action, actor, (signal, onProgress) => run({ signal, onProgress }));
 }
 
 export function jobOf(ctx: ConsoleContext, id: string): BulkJob {
   const job = ctx.jobs.get(id);
-  if (!job) throw new ConsoleRequestError(`no bulk job ${id} (jobs are kept in memory until the console restarts)`, 404);
+  if (!job) throw new ConsoleRequestError("RI_CONSOLE_NOT_FOUND", `no bulk job ${id} (jobs are kept in memory until the console restarts)`);
   return job;
 }
 

@@ -3,77 +3,59 @@ import type { AuditRecord } from "../quarantine/quarantine-admin.js";
 import { replayQuarantineEntry } from "../quarantine/replay.js";
 import type { DedupSummary, PurgeHorizon, QuarantineHold } from "../retention/retention-store.js";
 import type { ConsoleContext } from "./console-context.js";
-import { ConsoleRequestError, parseFilter } from "./console-filter.js";
+import type { ConsoleFilter } from "./console-filter.js";
+import { ConsoleRequestError } from "./console-request-error.js";
+import type { BulkAction, BulkBody, ReplayBody } from "./console-schemas.js";
 import type { BulkResult } from "../quarantine/bulk-operation.js";
 import { type BulkRequest, discardBulk, replayBulk } from "./quarantine-selection.js";
 
-/** What an operator's action is made of, from a form or a JSON body. */
-type Fields = Record<string, unknown>;
+/** What the audit keeps of an operator's reason. */
+const REASON_CHARS = 500;
+const kept = (reason: string | undefined) => (reason ?? "").slice(0, REASON_CHARS);
 
-const flag = (v: unknown) => v === true || v === "true" || v === "on" || v === "1";
-
-function reasonOf(fields: Fields, required: boolean): string {
-  const reason = typeof fields.reason === "string" ? fields.reason.trim() : "";
-  if (required && reason === "") throw new ConsoleRequestError("say why (reason): it is kept in the audit");
-  return reason.slice(0, 500);
-}
-
-function positiveOrUndefined(value: unknown, name: string): number | undefined {
-  if (value === undefined || value === null || value === "") return undefined;
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new ConsoleRequestError(`${name} must be a positive number`);
-  return n;
-}
-
-export async function replayOne(ctx: ConsoleContext, id: number, actor: string, fields: Fields): Promise<AuditRecord> {
-  const acceptNew = flag(fields.acceptNew ?? fields.accept_new);
-  const acceptStale = flag(fields.acceptStale ?? fields.accept_stale);
-  const again = flag(fields.again);
-  const reason = reasonOf(fields, acceptNew || acceptStale || again) || "replayed from the console";
+export async function replayOne(ctx: ConsoleContext, id: number, actor: string, body: ReplayBody): Promise<AuditRecord> {
+  const { acceptNew, acceptStale, again } = body;
+  const reason = kept(body.reason) || "replayed from the console";
   const [operations, publish] = await Promise.all([ctx.operations(), ctx.publish()]);
   return (await replayQuarantineEntry(operations, publish, { id, actor, reason, acceptNew, acceptStale, again })).audit;
 }
 
-export async function discardOne(ctx: ConsoleContext, id: number, actor: string, fields: Fields): Promise<AuditRecord> {
-  return discardQuarantineEntry(await ctx.operations(), { id, actor, reason: reasonOf(fields, true) });
+export async function discardOne(ctx: ConsoleContext, id: number, actor: string, reason: string): Promise<AuditRecord> {
+  return discardQuarantineEntry(await ctx.operations(), { id, actor, reason: kept(reason) });
 }
 
+/** A bulk request as the schemas read it; a dry run needs only the filter. */
+export type BulkAsked = Pick<BulkBody, "dryRun"> & Partial<Omit<BulkBody, "filter" | "dryRun" | "action" | "background">> & { filter: ConsoleFilter };
+
 /**
- * A bulk replay or discard over the entries a filter selects (held ones only). A real run needs
- * `expected`, the count the operator confirmed after a dry run: when the selection changed in
- * between, nothing is done and the new count is reported instead.
+ * A bulk replay or discard over the entries a filter selects (held ones only). A real run comes
+ * with `expected`, the count the operator confirmed after a dry run: when the selection changed
+ * in between, nothing is done and the new count is reported instead.
  */
-export async function runBulk(ctx: ConsoleContext, action: "replay" | "discard", actor: string, fields: Fields): Promise<BulkResult> {
-  return (await prepareBulk(ctx, action, actor, fields))({});
+export async function runBulk(ctx: ConsoleContext, action: BulkAction, actor: string, asked: BulkAsked): Promise<BulkResult> {
+  return (await prepareBulk(ctx, action, actor, asked))({});
 }
 
 /** What a prepared bulk run can be given: a signal that cancels it, a callback for its progress. */
 export type BulkRun = (extras: Pick<BulkRequest, "signal" | "onProgress">) => Promise<BulkResult>;
 
 /**
- * Checks a bulk request (its fields, and for a real run that the selection still holds the
- * confirmed count) and returns the run, to await or to start in the background.
+ * Checks that a real run's selection still holds the confirmed count and returns the run, to
+ * await or to start in the background.
  */
-export async function prepareBulk(ctx: ConsoleContext, action: "replay" | "discard", actor: string, fields: Fields): Promise<BulkRun> {
-  // JSON nests the filter under `filter`; a form names its fields `filter.<name>` (its own `reason` is the audit's).
-  const raw = (fields.filter !== null && typeof fields.filter === "object" ? fields.filter
-    : Object.fromEntries(Object.entries(fields).filter(([k]) => k.startsWith("filter.")).map(([k, v]) => [k.slice(7), v]))) as Fields;
-  const filter = parseFilter((name) => raw[name]);
-  const dryRun = flag(fields.dryRun ?? fields.dry_run);
-  const limit = positiveOrUndefined(fields.limit, "limit");
-  const ratePerSecond = positiveOrUndefined(fields.ratePerSecond ?? fields.rate_per_second, "ratePerSecond");
+export async function prepareBulk(ctx: ConsoleContext, action: BulkAction, actor: string, asked: BulkAsked): Promise<BulkRun> {
+  const { filter, dryRun, limit, ratePerSecond } = asked;
   const request = {
-    filter, actor, reason: dryRun ? "" : reasonOf(fields, true), dryRun,
-    ...(limit !== undefined ? { limit: Math.trunc(limit) } : {}), ...(ratePerSecond !== undefined ? { ratePerSecond } : {}),
-    acceptNew: flag(fields.acceptNew ?? fields.accept_new), acceptStale: flag(fields.acceptStale ?? fields.accept_stale),
+    filter, actor, reason: dryRun ? "" : kept(asked.reason), dryRun,
+    ...(limit !== undefined ? { limit } : {}), ...(ratePerSecond !== undefined ? { ratePerSecond } : {}),
+    acceptNew: asked.acceptNew ?? false, acceptStale: asked.acceptStale ?? false,
   };
   const operations = await ctx.operations();
   if (!dryRun) {
-    const expected = positiveOrUndefined(fields.expected, "expected");
-    if (expected === undefined) throw new ConsoleRequestError("a bulk action needs expected: the count its dry run showed");
     const preview = await (action === "replay" ? replayBulk(operations, () => Promise.resolve(), { ...request, dryRun: true }) : discardBulk(operations, { ...request, dryRun: true }));
-    if (preview.selected !== expected) {
-      throw new ConsoleRequestError(`the selection changed since the dry run: it now holds ${preview.selected} entries, not ${expected}; look again and confirm the new count`, 409);
+    if (preview.selected !== asked.expected) {
+      throw new ConsoleRequestError("RI_CONSOLE_SELECTION_CHANGED",
+        `the selection changed since the dry run: it now holds ${preview.selected} entries, not ${asked.expected}; look again and confirm the new count`);
     }
   }
   if (action === "discard") return (extras) => discardBulk(operations, { ...request, ...extras });

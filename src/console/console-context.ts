@@ -7,7 +7,7 @@ import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
 import { openStore } from "../store/open-store.js";
-import { ConsoleRequestError } from "./console-filter.js";
+import { ConsoleRequestError } from "./console-request-error.js";
 import { AuthThrottle } from "./auth-throttle.js";
 import { BulkJobs } from "./bulk-jobs.js";
 import { ConsoleSessions } from "./console-sessions.js";
@@ -83,7 +83,7 @@ export class ConsoleContext {
   /** The confirmed publish replays go through; a 503 when the console was given no broker. */
   async publish(): Promise<ConfirmedPublish> {
     if (this.options.publish) return this.options.publish;
-    if (this.options.amqpUrl === undefined) throw new ConsoleRequestError("this console has no broker to replay to (give it amqpUrl or publish)", 503);
+    if (this.options.amqpUrl === undefined) throw new ConsoleRequestError("RI_CONSOLE_NO_BROKER", "this console has no broker to replay to (give it amqpUrl or publish)");
     this.publisher ??= AmqpReplayPublisher.connect(this.options.amqpUrl, {
       connectionName: `rabbit-inbox console ${process.pid}`, ...(this.options.confirmTimeoutMs ? { confirmTimeoutMs: this.options.confirmTimeoutMs } : {}),
     });

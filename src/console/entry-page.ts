@@ -1,11 +1,10 @@
-import { alignLines, payloadLines } from "../cli/side-by-side.js";
+import { alignLines, payloadLines } from "../quarantine/side-by-side.js";
 import { type ConflictDiff, diffConflict } from "../quarantine/conflict-diff.js";
 import { decodePayload } from "../quarantine/payload-diff.js";
 import { currentFingerprint } from "../quarantine/current-fingerprint.js";
 import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
-import { type DecisionStanding, decisionStanding } from "../quarantine/resolution-rules.js";
+import { type DecisionStanding, decisionStanding, noSuchEntry } from "../quarantine/resolution-rules.js";
 import type { ConsoleContext } from "./console-context.js";
-import { ConsoleRequestError } from "./console-filter.js";
 import type { ConsoleSession } from "./console-sessions.js";
 import { type Html, html } from "./html.js";
 import { csrfField, layout, when } from "./page-layout.js";
@@ -64,7 +63,7 @@ ${e.reason === "stale" ? html`<div class="check"><input id="accept-stale" name="
 export async function entryPage(ctx: ConsoleContext, session: ConsoleSession | null, id: number): Promise<Html> {
   const operations = await ctx.operations();
   const e = await operations.getQuarantineEntry(id);
-  if (!e) throw new ConsoleRequestError(`no quarantine entry #${id}`, 404);
+  if (!e) throw noSuchEntry(id);
   const [audit, current, diff] = await Promise.all([
     operations.quarantineAudit(id), currentFingerprint(operations, e), e.reason === "conflict" && e.storedFingerprint ? diffConflict(operations, id) : Promise.resolve(null),
   ]);

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { escapeJsonControlCharacters } from "../core/control-characters.js";
-import { ConsoleRequestError } from "./console-filter.js";
+import { ConsoleRequestError, invalidField } from "./console-request-error.js";
 import type { Html } from "./html.js";
+import type { Reply } from "./route.js";
 
 const MAX_BODY_BYTES = 64 * 1024;
 
@@ -33,12 +34,20 @@ export function sendHtml(res: ServerResponse, status: number, page: Html, header
   send(res, status, "text/html; charset=utf-8", page.text, headers);
 }
 
-export function sendAsset(res: ServerResponse, type: string, body: string): void {
+function sendAsset(res: ServerResponse, type: string, body: string): void {
   send(res, 200, type, body, { "cache-control": "public, max-age=300" });
 }
 
 export function redirect(res: ServerResponse, location: string, headers: Record<string, string> = {}): void {
   send(res, 303, "text/plain; charset=utf-8", "", { location, ...headers });
+}
+
+/** Sends what a route answered; `headers` go with a page (the cookie of a page visit's session). */
+export function sendReply(res: ServerResponse, reply: Reply, headers: Record<string, string> = {}): void {
+  if ("json" in reply) sendJson(res, reply.status ?? 200, reply.json, reply.headers);
+  else if ("page" in reply) sendHtml(res, reply.status ?? 200, reply.page, { ...reply.headers, ...headers });
+  else if ("redirect" in reply) redirect(res, reply.redirect, reply.headers);
+  else sendAsset(res, reply.type, reply.asset);
 }
 
 /** A request body as fields: a JSON object, or a form (`application/x-www-form-urlencoded`). */
@@ -53,7 +62,7 @@ export async function readFields(req: IncomingMessage): Promise<Record<string, u
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new ConsoleRequestError("request body too large", 413);
+    if (size > MAX_BODY_BYTES) throw new ConsoleRequestError("RI_CONSOLE_BODY_TOO_LARGE", `request body too large: at most ${MAX_BODY_BYTES} bytes`);
     chunks.push(chunk);
   }
   const text = Buffer.concat(chunks).toString("utf8");
@@ -64,13 +73,13 @@ export async function readFields(req: IncomingMessage): Promise<Record<string, u
     try {
       value = JSON.parse(text);
     } catch {
-      throw new ConsoleRequestError("the body is not valid JSON");
+      throw invalidField("body", "the body is not valid JSON");
     }
-    if (value === null || typeof value !== "object" || Array.isArray(value)) throw new ConsoleRequestError("the body must be a JSON object");
+    if (value === null || typeof value !== "object" || Array.isArray(value)) throw invalidField("body", "the body must be a JSON object");
     return value as Record<string, unknown>;
   }
   if (type === "application/x-www-form-urlencoded" || text === "") return Object.fromEntries(new URLSearchParams(text));
-  throw new ConsoleRequestError(`unsupported content type ${JSON.stringify(type)}: send application/json or a form`, 415);
+  throw new ConsoleRequestError("RI_CONSOLE_UNSUPPORTED_MEDIA_TYPE", `unsupported content type ${JSON.stringify(type)}: send application/json or a form`);
 }
 
 /** True when the request was made over TLS, directly or (as a proxy says) in front of us. */

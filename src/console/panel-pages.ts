@@ -3,8 +3,9 @@ import { databaseTargetOf } from "../store/database-url.js";
 import { formatDuration } from "../retention/duration.js";
 import { retentionPanel, runBulk } from "./console-actions.js";
 import { FAILING_ROWS_SHOWN } from "./console-api.js";
+import type { BulkAction } from "./console-schemas.js";
 import type { ConsoleContext } from "./console-context.js";
-import { FILTER_FIELDS, filterFields, parseFilter, positiveParam } from "./console-filter.js";
+import { type ConsoleFilter, FILTER_FIELDS, filterFields } from "./console-filter.js";
 import type { ConsoleSession } from "./console-sessions.js";
 import { type Html, formValue, html, queryString } from "./html.js";
 import { age, csrfField, layout, when } from "./page-layout.js";
@@ -23,8 +24,7 @@ export function errorPage(ctx: ConsoleContext, status: number, message: string):
     html`<p class="error" role="alert">${message}</p><p><a href="${ctx.href("/")}">Back to the groups</a></p>`);
 }
 
-export async function auditPage(ctx: ConsoleContext, session: ConsoleSession | null, query: URLSearchParams): Promise<Html> {
-  const before = positiveParam(query, "before");
+export async function auditPage(ctx: ConsoleContext, session: ConsoleSession | null, before: number | undefined): Promise<Html> {
   const records = await (await ctx.operations()).auditLog({ limit: 50, ...(before !== undefined ? { beforeId: before } : {}) });
   const body = html`${records.length === 0 ? html`<p>No decisions recorded.</p>` : html`<table><caption>Operator decisions, newest first</caption>
 <thead><tr><th scope="col">Audit</th><th scope="col">At</th><th scope="col">Action</th><th scope="col">Entry</th><th scope="col">Actor</th><th scope="col">Options</th><th scope="col">Published</th><th scope="col">Reason</th></tr></thead>
@@ -64,10 +64,8 @@ const hiddenFilter = (fields: Record<string, string | undefined>) =>
   FILTER_FIELDS.map((name) => (fields[name] ? html`<input type="hidden" name="filter.${name}" value="${formValue(fields[name])}">` : ""));
 
 /** The confirmation of a bulk action: a dry run first, so the button states how many entries it acts on. */
-export async function bulkConfirmPage(ctx: ConsoleContext, session: ConsoleSession | null, query: URLSearchParams): Promise<Html> {
-  const action = query.get("action") === "discard" ? "discard" : "replay";
-  const filter = parseFilter((name) => query.get(name) ?? undefined);
-  const preview = await runBulk(ctx, action, session?.actor ?? "console", { filter: Object.fromEntries(query), dryRun: true });
+export async function bulkConfirmPage(ctx: ConsoleContext, session: ConsoleSession | null, { filter, action }: { filter: ConsoleFilter; action: BulkAction }): Promise<Html> {
+  const preview = await runBulk(ctx, action, session?.actor ?? "console", { filter, dryRun: true });
   const fields = filterFields(filter);
   const verb = action === "replay" ? "Replay" : "Discard";
   const reasons = Object.entries(preview.byReason).map(([r, n]) => `${n} ${r}`).join(", ");

@@ -1,60 +1,9 @@
 import { groupsOf } from "./quarantine-selection.js";
-import type { IncomingMessage, ServerResponse } from "node:http";
-import { discardOne, replayOne } from "./console-actions.js";
-import { idIn } from "./console-api.js";
 import type { ConsoleContext } from "./console-context.js";
-import { type ConsoleFilter, filterFields, parseFilter } from "./console-filter.js";
-import type { Caller, ConsoleSession } from "./console-sessions.js";
-import { entryPage } from "./entry-page.js";
+import { type ConsoleFilter, filterFields } from "./console-filter.js";
+import type { ConsoleSession } from "./console-sessions.js";
 import { type Html, formValue, html, queryString } from "./html.js";
-import { redirect, sendHtml } from "./http-io.js";
 import { layout, when } from "./page-layout.js";
-import { jobOf, jobPage, startBulkJob } from "./bulk-job-page.js";
-import { auditPage, bulkConfirmPage, statusPage } from "./panel-pages.js";
-
-export interface PageRequest {
-  req: IncomingMessage;
-  res: ServerResponse;
-  path: string;
-  query: URLSearchParams;
-  caller: Caller;
-  session: ConsoleSession | null;
-  /** A POST's form fields. */
-  fields: Record<string, unknown>;
-  headers?: Record<string, string>;
-}
-
-/** The web pages; false for a path that is not one. */
-export async function servePages(ctx: ConsoleContext, p: PageRequest): Promise<boolean> {
-  const show = (page: Html) => { sendHtml(p.res, 200, page, p.headers); };
-  const filter = () => parseFilter((name) => p.query.get(name) ?? undefined);
-  let match: RegExpExecArray | null;
-  if (p.req.method === "POST") {
-    let id: number | null;
-    if ((id = idIn(p.path, /^\/entries\/(\d+)\/replay$/)) !== null) await replayOne(ctx, id, p.caller.actor, p.fields);
-    else if ((id = idIn(p.path, /^\/entries\/(\d+)\/discard$/)) !== null) await discardOne(ctx, id, p.caller.actor, p.fields);
-    else if (p.path === "/bulk") {
-      redirect(p.res, ctx.href(`/jobs/${(await startBulkJob(ctx, p.caller.actor, p.fields)).id}`));
-      return true;
-    } else if ((match = /^\/jobs\/([\w-]+)\/cancel$/.exec(p.path))) {
-      jobOf(ctx, match[1]!).cancel();
-      redirect(p.res, ctx.href(`/jobs/${match[1]}`));
-      return true;
-    } else return false;
-    redirect(p.res, ctx.href(`/entries/${id}`));
-    return true;
-  }
-  let id: number | null;
-  if (p.path === "/") show(await groupsPage(ctx, p.session, filter()));
-  else if (p.path === "/entries") show(await entriesPage(ctx, p.session, filter()));
-  else if ((id = idIn(p.path, /^\/entries\/(\d+)$/)) !== null) show(await entryPage(ctx, p.session, id));
-  else if (p.path === "/bulk") show(await bulkConfirmPage(ctx, p.session, p.query));
-  else if ((match = /^\/jobs\/([\w-]+)$/.exec(p.path))) show(jobPage(ctx, p.session, jobOf(ctx, match[1]!)));
-  else if (p.path === "/audit") show(await auditPage(ctx, p.session, p.query));
-  else if (p.path === "/status") show(await statusPage(ctx, p.session));
-  else return false;
-  return true;
-}
 
 const STATUS_CHOICES = ["held", "replayed", "discarded", "all"];
 
@@ -72,7 +21,7 @@ ${filter.group ? html`<input type="hidden" name="group" value="${filter.group}">
 </form>`;
 }
 
-async function groupsPage(ctx: ConsoleContext, session: ConsoleSession | null, filter: ConsoleFilter): Promise<Html> {
+export async function groupsPage(ctx: ConsoleContext, session: ConsoleSession | null, filter: ConsoleFilter): Promise<Html> {
   const groups = await groupsOf(await ctx.operations(), filter);
   const rows = groups.map((g) => {
     const q = { status: g.status, group: g.key };
@@ -92,7 +41,7 @@ ${groups.length === 0 ? html`<p>No quarantine entries match.</p>` : html`<table>
   return layout(ctx, "Quarantine groups", session, body, "/");
 }
 
-async function entriesPage(ctx: ConsoleContext, session: ConsoleSession | null, filter: ConsoleFilter): Promise<Html> {
+export async function entriesPage(ctx: ConsoleContext, session: ConsoleSession | null, filter: ConsoleFilter): Promise<Html> {
   const entries = await (await ctx.operations()).listQuarantineEntries(filter);
   const fields = filterFields(filter);
   const next = entries.length === filter.limit ? ctx.href(`/entries${queryString({ ...fields, after: entries.at(-1)!.id })}`) : null;

@@ -49,6 +49,18 @@ export const errorCatalogue = {
   RI_RETENTION_GUARD: { kind: "config", meaning: "cleanup refused: no replay window, or one under the minimum" },
   RI_QUARANTINE_OPERATION: { kind: "config", meaning: "an operator action on a quarantine entry cannot be done as asked" },
   RI_QUARANTINE_DECIDED: { kind: "config", meaning: "another decision on the quarantine entry is under way or done" },
+  RI_QUARANTINE_NOT_FOUND: { kind: "config", meaning: "no quarantine entry has the id an operator action names" },
+  RI_QUARANTINE_OPTIONS: { kind: "config", meaning: "the options of an operator action do not go together" },
+  RI_CONSOLE_INVALID_REQUEST: { kind: "config", meaning: "a console request's parameter or body field cannot be read as asked" },
+  RI_CONSOLE_UNAUTHENTICATED: { kind: "config", meaning: "a console request with neither the token nor a session" },
+  RI_CONSOLE_FORBIDDEN: { kind: "config", meaning: "a console request refused for its host name, origin or CSRF token" },
+  RI_CONSOLE_NOT_FOUND: { kind: "config", meaning: "no console route, or no bulk job, at that path" },
+  RI_CONSOLE_METHOD_NOT_ALLOWED: { kind: "config", meaning: "a console route asked with a method it does not take" },
+  RI_CONSOLE_SELECTION_CHANGED: { kind: "config", meaning: "a bulk action's selection no longer holds the count its dry run showed" },
+  RI_CONSOLE_BODY_TOO_LARGE: { kind: "config", meaning: "a console request's body is over the size the console reads" },
+  RI_CONSOLE_UNSUPPORTED_MEDIA_TYPE: { kind: "config", meaning: "a console request's body is neither JSON nor a form" },
+  RI_CONSOLE_THROTTLED: { kind: "config", meaning: "too many failed console authentications from one client" },
+  RI_CONSOLE_NO_BROKER: { kind: "config", meaning: "a console replay with no broker configured to publish to" },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof errorCatalogue;

@@ -3,7 +3,7 @@ import { QuarantineDecisionTakenError } from "./quarantine-decision-taken-error.
 import { QuarantineOperationError } from "./quarantine-operation-error.js";
 
 export function noSuchEntry(id: number): QuarantineOperationError {
-  return new QuarantineOperationError(`no quarantine entry #${id}`);
+  return new QuarantineOperationError(`no quarantine entry #${id}`, { code: "RI_QUARANTINE_NOT_FOUND" });
 }
 
 /**
@@ -53,9 +53,9 @@ function decisionText(a: AuditRecord | null): string {
  * holds nothing back, and comes back `held` if the consumer quarantines it again).
  */
 export function checkResolvable(entry: QuarantineDetail, request: ResolutionRequest, state: ResolutionState): void {
-  if (request.acceptNew && request.acceptStale) throw new QuarantineOperationError("choose accept-new or accept-stale, not both");
+  if (request.acceptNew && request.acceptStale) throw new QuarantineOperationError("choose accept-new or accept-stale, not both", { code: "RI_QUARANTINE_OPTIONS" });
   if (request.action === "discard" && (request.acceptNew || request.acceptStale)) {
-    throw new QuarantineOperationError("accept-new and accept-stale only apply to a replay");
+    throw new QuarantineOperationError("accept-new and accept-stale only apply to a replay", { code: "RI_QUARANTINE_OPTIONS" });
   }
   const standing = decisionStanding(entry, state);
   const id = `quarantine entry #${entry.id}`;

@@ -3,7 +3,7 @@
  * differences, the side-by-side columns, and the message a replay republishes.
  */
 import { describe, expect, it } from "vitest";
-import { payloadLines, sideBySide } from "../../src/cli/side-by-side.js";
+import { payloadLines, sideBySide } from "../../src/quarantine/side-by-side.js";
 import { decodePayload, payloadChanges, replayMessage } from "../../src/quarantine/index.js";
 import type { AuditRecord, QuarantineDetail } from "../../src/quarantine/index.js";
 

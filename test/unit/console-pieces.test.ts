@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ConsoleRequestError, parseFilter } from "../../src/console/console-filter.js";
+import { parseFilter } from "../../src/console/console-filter.js";
+import { ConsoleRequestError } from "../../src/console/console-request-error.js";
 import { AuthThrottle } from "../../src/console/auth-throttle.js";
 import { ConsoleSessions, consoleActor, csrfMatches, isLoopbackHost } from "../../src/console/console-sessions.js";
 import { escapeHtml, html } from "../../src/console/html.js";

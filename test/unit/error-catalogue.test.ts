@@ -11,6 +11,7 @@ import {
   BrokerUnreachableError, CommitOutcomeUnknownError, InboxConfigError, type InboxError, InvalidEventError, InvalidPublishError, PermanentEventError,
   QuarantinePublishError, RetryLaterError, StoreUnavailableError, TransientStoreError,
 } from "../../src/core/errors.js";
+import { type ConsoleErrorCode, ConsoleRequestError } from "../../src/console/console-request-error.js";
 import { QuarantineDecisionTakenError } from "../../src/quarantine/quarantine-decision-taken-error.js";
 import { QuarantineOperationError } from "../../src/quarantine/quarantine-operation-error.js";
 import { RetentionGuardError } from "../../src/retention/retention-guard-error.js";
@@ -65,6 +66,10 @@ describe("the error classes take code and kind from the catalogue", () => {
     ["RetentionGuardError", () => new RetentionGuardError("m"), "RI_RETENTION_GUARD"],
     ["QuarantineOperationError", () => new QuarantineOperationError("m"), "RI_QUARANTINE_OPERATION"],
     ["QuarantineDecisionTakenError", () => new QuarantineDecisionTakenError("m", "done", null), "RI_QUARANTINE_DECIDED"],
+    ["QuarantineOperationError", () => new QuarantineOperationError("m", { code: "RI_QUARANTINE_NOT_FOUND" }), "RI_QUARANTINE_NOT_FOUND"],
+    ["QuarantineOperationError", () => new QuarantineOperationError("m", { code: "RI_QUARANTINE_OPTIONS" }), "RI_QUARANTINE_OPTIONS"],
+    ...(Object.keys(errorCatalogue).filter((code) => code.startsWith("RI_CONSOLE_")) as ConsoleErrorCode[])
+      .map((code): [string, () => InboxError, ErrorCode] => ["ConsoleRequestError", () => new ConsoleRequestError(code, "m"), code]),
   ];
 
   it.each(made)("%s raises %s... with the catalogue's kind", (className, make, code) => {

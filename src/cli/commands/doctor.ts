@@ -321,6 +321,17 @@ async function partitionChecks(connector: BrokerConnector, connection: ChannelMo
   return checks;
 }
 
+/**
+ * The broker's reply code to a passive declare of a queue or exchange that does not exist
+ * (amqplib puts it in the error's `code`). Any other refusal (a queue another connection holds
+ * exclusively, access refused) is a failure to report, whatever names its message quotes.
+ */
+const AMQP_NOT_FOUND = 404;
+
+function isNotFound(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === AMQP_NOT_FOUND;
+}
+
 async function probeExchange(connection: ChannelModel, exchange: string): Promise<boolean> {
   const channel = await connection.createChannel();
   channel.on("error", () => undefined);
@@ -328,7 +339,7 @@ async function probeExchange(connection: ChannelModel, exchange: string): Promis
     await channel.checkExchange(exchange);
     return true;
   } catch (error) {
-    if (/NOT_FOUND|404/.test(describeError(error))) return false;
+    if (isNotFound(error)) return false;
     throw error;
   } finally {
     await channel.close().catch(() => undefined);
@@ -349,7 +360,7 @@ async function probeQueue(connection: ChannelModel, queue: string): Promise<{ me
     const { messageCount, consumerCount } = await channel.checkQueue(queue);
     return { messageCount, consumerCount };
   } catch (error) {
-    if (/NOT_FOUND|404/.test(describeError(error))) return null;
+    if (isNotFound(error)) return null;
     throw error;
   } finally {
     await channel.close().catch(() => undefined);

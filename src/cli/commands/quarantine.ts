@@ -9,7 +9,7 @@ import { withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";
 import { clip, iso, printJson, printLine, printNote, printTable } from "../output.js";
 import { type FilterFlags, addFilterOptions, quarantineFilterFrom } from "../quarantine-filter-options.js";
-import { payloadLines, sideBySide } from "../side-by-side.js";
+import { payloadLines, sideBySide } from "../../quarantine/side-by-side.js";
 import { addDiscardCommand, addReplayCommand } from "./quarantine-decisions.js";
 import { addGroupsCommand } from "./quarantine-groups.js";
 
