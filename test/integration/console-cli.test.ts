@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { afterEach, describe, expect, it } from "vitest";
 import { amqpUrl } from "../support/broker.js";
-import { createPgSchema, pgUrl } from "../support/databases.js";
+import { createPgSchema, pgNode, pgUrl, regexText } from "../support/databases.js";
 import { ROOT, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { isTestDatabaseSelected } from "../support/test-databases.js";
 
@@ -82,11 +82,11 @@ describe("rabbit-inbox console", () => {
     const schema = await createPgSchema(url.toString());
     cleanups.push(() => schema.drop());
     expect((await runRabbitInbox(["migrate"], { DATABASE_URL: schema.url })).code).toBe(0);
-    const hostList = schema.url.replace("@127.0.0.1:5432/", "@127.0.0.1:1,127.0.0.1:5432/");
+    const hostList = schema.url.replace(`@${pgNode}/`, `@127.0.0.1:1,${pgNode}/`);
     expect(hostList).not.toBe(schema.url);
     const console = await serve(["--port", "0"], { DATABASE_URL: hostList });
     const status = await (await fetch(`${console.url}/status`)).text();
-    expect(status).toMatch(/Database: <code>postgres postgres:\/\/postgres:\*+@127\.0\.0\.1:1,127\.0\.0\.1:5432\//);
+    expect(status).toMatch(new RegExp(`Database: <code>postgres postgres://postgres:\\*+@127\\.0\\.0\\.1:1,${regexText(pgNode)}/`));
     expect(await (await fetch(`${console.url}/api/retention`)).json()).toMatchObject({ dedup_records: 0 });
     expect(status).not.toContain(PASSWORD);
     console.child.kill("SIGTERM");

@@ -19,7 +19,7 @@ import type { InboxHandler } from "../../src/index.js";
 import { PostgresStore, type PgClient } from "../../src/store/postgres/index.js";
 import { SqliteStore, type SqliteDatabase } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "../support/broker.js";
-import { createSqliteFile, pgUrl } from "../support/databases.js";
+import { createSqliteFile, pgNode, pgUrl, regexText } from "../support/databases.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { ExchangeTap } from "../support/outbox.js";
 import { runRabbitInbox } from "../support/rabbit-inbox-cli.js";
@@ -66,7 +66,7 @@ async function refusablePostgres(): Promise<RefusableDatabase> {
   };
   return {
     store: store, handler: handler,
-    node: "127.0.0.1:5432", reason: "read-only", refusesEveryWrite: true, refusalMessage: /^PostgreSQL 127\.0\.0\.1:5432 refuses work \(read-only, 25006\)/,
+    node: pgNode, reason: "read-only", refusesEveryWrite: true, refusalMessage: new RegExp(`^PostgreSQL ${regexText(pgNode)} refuses work \\(read-only, 25006\\)`),
     refuse: (on) => db.readOnly(on),
     applied: async () => store.transaction(async (tx) => (await tx.handle.query("SELECT event_id FROM effects ORDER BY seq")).rows.map((r) => String(r.event_id))),
   };
@@ -121,12 +121,13 @@ describe.each(onSelectedDatabases(["postgres"] as const))("the ledger on a datab
       const response = await fetch(`${ledger.metricsUrl!}/readyz`);
       return response.status === 503 ? (await response.json()) as Record<string, unknown> : undefined;
     }, "/readyz 503 while the database refuses writes", { watch: [ledger] });
-    expect(readyz).toMatchObject({ ready: false, database: false, databaseNode: "127.0.0.1:5432", databaseProblem: { reason: "read-only" } });
+    expect(readyz).toMatchObject({ ready: false, database: false, databaseNode: pgNode, databaseProblem: { reason: "read-only" } });
     expect(String((readyz.databaseProblem as { error: string }).error)).toContain("25006");
 
     const doctor = await runRabbitInbox(["doctor"], { DATABASE_URL: db.url });
     expect(doctor.code).toBe(1);
-    expect(doctor.stdout).toMatch(/FAIL {2}database writes: node 127\.0\.0\.1:5432 refuses writes \(read-only\): PostgreSQL 127\.0\.0\.1:5432 refuses work \(read-only, 25006\)/);
+    const node = regexText(pgNode);
+    expect(doctor.stdout).toMatch(new RegExp(`FAIL {2}database writes: node ${node} refuses writes \\(read-only\\): PostgreSQL ${node} refuses work \\(read-only, 25006\\)`));
 
     await new Promise((resolve) => setTimeout(resolve, REFUSED_FOR_MS));
     await db.readOnly(false);
@@ -142,6 +143,6 @@ describe.each(onSelectedDatabases(["postgres"] as const))("the ledger on a datab
     expect(changes.map((c) => [c.caused_by, c.balance_cents])).toEqual(adjustments.map((_, i) => [`adj-${i + 1}`, ((i + 1) * (i + 2)) / 2]));
     expect(new Set(tap.messages.map((m) => m.messageId)).size).toBe(adjustments.length);
     expect(ledger.logs.filter((r) => /delayed retry|quarantined/.test(r.msg))).toEqual([]);
-    expect((await runRabbitInbox(["doctor"], { DATABASE_URL: db.url })).stdout).toMatch(/ok {4}database writes: node 127\.0\.0\.1:5432 accepts writes/);
+    expect((await runRabbitInbox(["doctor"], { DATABASE_URL: db.url })).stdout).toMatch(new RegExp(`ok {4}database writes: node ${regexText(pgNode)} accepts writes`));
   });
 });

@@ -17,6 +17,12 @@ import type { TestDatabaseKind } from "./test-databases.js";
 export const pgUrl = process.env.TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 /** Override with TEST_MYSQL_URL. */
 export const mysqlUrl = process.env.TEST_MYSQL_URL ?? "mysql://root@127.0.0.1:3306/test";
+/** `host:port` of the tests' PostgreSQL, as the store names a node in its logs and errors. */
+export const pgNode = `${new URL(pgUrl).hostname}:${new URL(pgUrl).port || "5432"}`;
+/** `text` escaped for use inside a regular expression. */
+export function regexText(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
 
 export function randomName(prefix: string): string {
   return `${prefix}_${randomBytes(6).toString("hex")}`;
