@@ -83,6 +83,8 @@ export async function runLedger(
     url: AMQP_URL, store: ledger.outbox!, logger: silentLogger,
     topology: async (channel) => { await channel.assertExchange(exchange, "fanout", { durable: true }); },
     retryBaseDelayMs: 250, retryMaxDelayMs: 5000,
+    // BENCH_OUTBOX_HANDOFF=0: every row through a claim, as before rows went out from memory (an A/B, not the product).
+    ...(process.env.BENCH_OUTBOX_HANDOFF === "0" ? { handoff: false } : {}),
   });
   const consumer = new InboxConsumer({
     url: AMQP_URL, queue, store: ledger.store, handler: ledger.handler, logger: silentLogger,
