@@ -34,10 +34,7 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     const { rows } = await query({
       name: this.sql.writeName, text: this.sql.write,
       values: [
-        records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
-        records.map((r) => r.body), records.map((r) => r.properties), records.map((r) => r.orderingKey),
-        records.map((r) => r.source?.tenant ?? null), records.map((r) => r.source?.handler ?? null),
-        records.map((r) => r.source?.eventId ?? null), this.schema,
+        ...columnsOf(records), this.schema,
       ],
     });
     return Number(rows[0]?.n ?? 0);
@@ -53,10 +50,7 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     const { rows } = await query({
       name: this.sql.writeLeasedName, text: this.sql.writeLeased,
       values: [
-        records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
-        records.map((r) => r.body), records.map((r) => r.properties), records.map((r) => r.orderingKey),
-        records.map((r) => r.source?.tenant ?? null), records.map((r) => r.source?.handler ?? null),
-        records.map((r) => r.source?.eventId ?? null), Math.max(0, Math.round(leaseMs)),
+        ...columnsOf(records), Math.max(0, Math.round(leaseMs)),
       ],
     });
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
@@ -78,6 +72,16 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     }));
     return Number(rows[0]?.n ?? 0);
   }
+}
+
+/** The records as the nine column arrays the writes unnest, in their column order. */
+function columnsOf(records: readonly OutboxRecord[]): unknown[][] {
+  return [
+    records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
+    records.map((r) => r.body), records.map((r) => r.properties), records.map((r) => r.orderingKey),
+    records.map((r) => r.source?.tenant ?? null), records.map((r) => r.source?.handler ?? null),
+    records.map((r) => r.source?.eventId ?? null),
+  ];
 }
 
 function writeStatements(prefix: string, tag: string) {
