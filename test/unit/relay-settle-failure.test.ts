@@ -40,7 +40,7 @@ describe("a relay round that fails to settle while the next claim fails", () => 
     const lines: LogLine[] = [];
     const relay = new OutboxRelay({
       url: NODE_A, store, logger: recordingLogger(lines), pollIntervalMs: 10, cleanupIntervalMs: 0, listen: false,
-      hook: () => { throw new Error("drill hook failed after the confirm"); },
+      hook: (point) => { if (point === "after-confirm") throw new Error("drill hook failed after the confirm"); },
     });
     env.stopAfter(() => relay.stop());
     await relay.start();
