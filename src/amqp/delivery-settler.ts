@@ -64,6 +64,7 @@ export class DeliverySettler {
     // Quarantined and delayed messages must be safely in their queue before their originals go;
     // one whose publish was not confirmed is not acked but given back to the broker.
     let outcomes = decided;
+    let publishRefused = false;
     if (decided.some((o) => o.kind === "quarantined" || o.kind === "delayed")) {
       const published = await Promise.all(
         decided.map((o, i) =>
@@ -71,6 +72,7 @@ export class DeliverySettler {
           : o.kind === "delayed" ? republisher.delayRetry(batch[i]!, o)
           : Promise.resolve(true)),
       );
+      publishRefused = published.includes(false);
       outcomes = decided.map((o, i): Outcome => (published[i] ? o : { kind: "requeue", key: o.key, error: new Error("publish not confirmed") }));
     }
     const acks = new Map<QueueConsumer, Delivery[]>();
@@ -90,9 +92,16 @@ export class DeliverySettler {
       this.requeueStreak++;
       const base = this.options.requeueDelayMs;
       const pause = backoffDelay({ baseDelayMs: base, maxDelayMs: Math.max(base, MAX_REQUEUE_DELAY_MS), jitter: false }, this.requeueStreak);
-      if (this.options.isRunning()) {
+      if (this.options.isRunning() && !publishRefused) {
         await sleep(pause);
         await this.giveBackInOrder(requeues);
+      } else if (this.options.isRunning()) {
+        // A copy the broker did not confirm (a blocked connection, a full queue): pausing the
+        // consumer would wait for the broker to read our cancel, which a blocked connection
+        // never does. Those deliveries carry no business effect to keep in order; give them back
+        // at once and let the rest go on.
+        await sleep(pause);
+        for (const d of requeues) this.nack(d);
       } else {
         for (const d of requeues) this.nack(d);
       }
