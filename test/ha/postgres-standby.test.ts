@@ -40,6 +40,10 @@ describe("a primary killed, its synchronous standby promoted by hand", () => {
     const database = `ri_ha_${randomBytes(4).toString("hex")}`;
     await sql(postgresPair.url(1), `CREATE DATABASE ${database}`);
     await sql(postgresPair.url(1, database), "CREATE TABLE effects (seq bigserial PRIMARY KEY, event_id text NOT NULL)");
+    // A synchronous commit waits for the standby's flush, not its replay: until the standby has
+    // replayed the CREATE DATABASE, connecting to it there fails before it can say it is a standby.
+    await waitFor(async () => (await sql(postgresPair.url(2), `SELECT 1 FROM pg_database WHERE datname = '${database}'`)).length === 1,
+      10_000, "the standby to replay the new database");
     const lines: LogLine[] = [];
     const store = await PostgresStore.connect(`postgres://postgres@127.0.0.1:5442,127.0.0.1:5441/${database}?target_session_attrs=read-write`, { poolSize: 3, logger: collectingLogger(lines) });
     cleanups.push(() => store.close());
