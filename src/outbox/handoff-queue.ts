@@ -91,7 +91,7 @@ export class HandoffQueue implements OutboxHandoff {
     const rows: OutboxRow[] = [];
     const held: number[] = overflow.map((r) => r.id);
     const stopped = new Set<string>();
-    for (const row of overflow) if (row.record.orderingKey !== null) this.forget(row.record.orderingKey);
+    for (const row of overflow) if (row.record.orderingKey !== null) this.chain.delete(row.record.orderingKey);
     for (const row of taken) {
       if (this.mayPublish(row, stopped)) rows.push(outboxRowOf(row));
       else held.push(row.id);
@@ -142,12 +142,8 @@ export class HandoffQueue implements OutboxHandoff {
       return true;
     }
     stopped.add(key);
-    this.forget(key);
-    return false;
-  }
-
-  private forget(key: string): void {
     this.chain.delete(key);
+    return false;
   }
 
   private claimOf(rows: OutboxRow[], held: readonly number[], taken: readonly HandedOffRow[], expiresAt: number): OutboxClaim {
@@ -162,7 +158,7 @@ export class HandoffQueue implements OutboxHandoff {
         const failed = new Set(settlement.failed.map((f) => f.id));
         const due = [...held, ...rows.filter((r) => !sent.has(r.id) && !failed.has(r.id)).map((r) => r.id)];
         // A key with a row that did not go out: its next rows wait for the claims.
-        for (const row of rows) if (row.orderingKey !== null && !sent.has(row.id)) this.forget(row.orderingKey);
+        for (const row of rows) if (row.orderingKey !== null && !sent.has(row.id)) this.chain.delete(row.orderingKey);
         try {
           await this.options.settle({ sent: settlement.sent, failed: settlement.failed, due });
         } finally {

@@ -55,8 +55,10 @@ export interface OutboxRelayOptions {
   /** Reconnect backoff cap, in ms. Default 10 000. */
   reconnectMaxDelayMs?: number;
   /**
-   * Lease on claimed rows where the store leases them (SQLite; PostgreSQL holds row locks
-   * instead). The relay starts no publish it could not finish within the lease.
+   * Lease on claimed rows where the store leases them (SQLite; PostgreSQL and MySQL hold row
+   * locks instead), and on rows handed to this relay in memory (every store): no claim takes
+   * them before it ends, and after a crash they wait that long for another relay. The relay
+   * starts no publish it could not finish within the lease.
    * Default: the larger of 30 s and 3 x publishTimeoutMs.
    */
   leaseMs?: number;
