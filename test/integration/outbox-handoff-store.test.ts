@@ -62,6 +62,14 @@ describe.each(TEST_DATABASES)("rows handed to a relay in memory: the store's sid
 
   const idOf = async (messageId: string) => (await db.rows()).find((r) => r.message_id === messageId)!.id;
 
+  it("a handoff that throws on take leaves the commit standing: the transaction resolves, its rows stay leased for a claim", async () => {
+    cleanups.push(store.outboxSignal.attach({ leaseMs: 60_000, take: () => { throw new Error("a bug in the relay's queue"); } }));
+    await expect(store.transaction(async (tx) => { await tx.writeOutbox!([record("t1", "t")]); return "done"; })).resolves.toBe("done");
+    expect((await db.rows()).map((r) => [r.message_id, r.sent])).toEqual([["t1", false]]);
+    // Leased, not due: no claim takes it before the lease ends (then a relay's claim does).
+    expect(await claim()).toBeNull();
+  });
+
   it("writes rows no claim takes, hands them over after the commit only, each with its key's newest row unsent before the write", async () => {
     // Before the handoff: a2 waits (due) in key a behind a sent a1; b1, key b's only row, is sent.
     await write([record("a1", "a"), record("a2", "a"), record("b1", "b")]);
