@@ -2,7 +2,13 @@ import { EventEmitter } from "node:events";
 import { describe, expect, it } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
 import { type PgClient, type PgPool, PostgresStore } from "../../src/store/postgres/index.js";
+import { CLAIM_SAVEPOINT } from "../../src/store/postgres/claim.js";
+import { PostgresSession } from "../../src/store/postgres/session.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
+
+/** What the store sends to open a transaction: BEGIN and the batch claim's savepoint, no value in it. */
+const BEGIN = "BEGIN; SAVEPOINT rabbit_inbox_claim";
 
 /**
  * A pg client as node-postgres builds it: an EventEmitter that emits 'error' when its connection
@@ -51,21 +57,46 @@ describe("PostgresDriver (the store's own pool)", () => {
     expect(client.listenerCount("error")).toBe(0);
   });
 
-  it("BEGIN is answered before the work runs; COMMIT ends it, and the client goes back whole", async () => {
+  it("BEGIN (with the claim's savepoint, one round trip) is answered before the work runs; COMMIT ends it, and the client goes back whole", async () => {
     const client = new FakeClient(() => Promise.resolve({ rows: [], rowCount: 0 }));
     const result = await storeOver(client).transaction(() => {
-      expect(client.sent).toEqual(["BEGIN"]);
+      expect(client.sent).toEqual([BEGIN]);
       return Promise.resolve("done");
     });
     expect(result).toBe("done");
-    expect(client.sent).toEqual(["BEGIN", "COMMIT"]);
+    expect(client.sent).toEqual([BEGIN, "COMMIT"]);
     expect(client.released).toEqual([false]);
     expect(client.listenerCount("error")).toBe(0);
   });
 
+  it("the claim uses the savepoint BEGIN opened only while nothing ran after it; later it opens its own", async () => {
+    const client = new FakeClient(() => Promise.resolve({ rows: [], rowCount: 0 }));
+    const session = () => new PostgresSession({ client: client as unknown as PgClient, lost: false, onLost: undefined, release: () => undefined }, silentLogger);
+    const claim = { text: "INSERT claim", values: [] };
+    const first = session();
+    await first.begin();
+    await first.queryInSavepoint(CLAIM_SAVEPOINT, claim);
+    expect(client.sent.splice(0)).toEqual([BEGIN, "INSERT claim"]);
+    // A statement in between: rolling back to BEGIN's savepoint would undo it too.
+    const second = session();
+    await second.begin();
+    await second.query({ text: "UPDATE other", values: [] });
+    await second.queryInSavepoint(CLAIM_SAVEPOINT, claim);
+    expect(client.sent.splice(0)).toEqual([BEGIN, "UPDATE other", `SAVEPOINT ${CLAIM_SAVEPOINT}`, "INSERT claim"]);
+    // The handler's own client counts as a statement in between, and another savepoint name never reuses BEGIN's.
+    const third = session();
+    await third.begin();
+    void third.handle;
+    await third.queryInSavepoint(CLAIM_SAVEPOINT, claim);
+    const fourth = session();
+    await fourth.begin();
+    await fourth.queryInSavepoint("other_savepoint", claim);
+    expect(client.sent.splice(0)).toEqual([BEGIN, `SAVEPOINT ${CLAIM_SAVEPOINT}`, "INSERT claim", BEGIN, "SAVEPOINT other_savepoint", "INSERT claim"]);
+  });
+
   it("a BEGIN the server refuses (a cancel) runs no work: the handler's statement is never sent, so it cannot commit on its own", async () => {
     let answerBegin!: (error: Error) => void;
-    const client = new FakeClient((text) => (text === "BEGIN"
+    const client = new FakeClient((text) => (text === BEGIN
       ? new Promise((_resolve, reject) => { answerBegin = reject; })
       : Promise.resolve({ rows: [], rowCount: 1 })));
     let ran = false;
@@ -75,11 +106,11 @@ describe("PostgresDriver (the store's own pool)", () => {
     }).then(() => null, (error: unknown) => error);
     // node-postgres would send whatever is queued once BEGIN is answered, even by an error.
     await new Promise((resolve) => setImmediate(resolve));
-    expect(client.sent).toEqual(["BEGIN"]);
+    expect(client.sent).toEqual([BEGIN]);
     answerBegin(Object.assign(new Error("canceling statement due to user request"), { code: "57014" }));
     expect(await running).toBeInstanceOf(TransientStoreError);
     expect(ran).toBe(false);
-    expect(client.sent.filter((text) => text !== "BEGIN" && text !== "ROLLBACK")).toEqual([]);
+    expect(client.sent.filter((text) => text !== BEGIN && text !== "ROLLBACK")).toEqual([]);
     expect(client.released).toEqual([false]);
   });
 

@@ -19,7 +19,7 @@ export function offersSavepoints(session: object): session is SavepointSession {
 }
 
 /** The savepoint a batch claim's fast path runs in. */
-const CLAIM_SAVEPOINT = "rabbit_inbox_claim";
+export const CLAIM_SAVEPOINT = "rabbit_inbox_claim";
 
 /**
  * How PostgreSQL claims keys: one INSERT of the dedup rows (a plain VALUES row for one event, an
