@@ -2,7 +2,7 @@
  * The `ledger` scenario: the ledger service as it ships (examples/ledger/main.ts) in this
  * process: openLedgerDatabase with its `balance.changed` exchange, the OutboxRelay and the
  * InboxConsumer with main.ts's settings (batch size 500, prefetch 1000, relay retry delays
- * 250-5000 ms), relay started first. A plain amqplib consumer in a process of its own
+ * 250-5000 ms, sent rows deleted once confirmed), relay started first. A plain amqplib consumer in a process of its own
  * (downstream-consumer.ts) takes every `balance.changed` from a queue bound to that exchange. Timed from the first event delivery:
  *   applied      until the inbox applied the last event (its transaction committed, acked);
  *   end to end   until the last `balance.changed` was received downstream.
@@ -14,6 +14,7 @@
  */
 import { InboxConsumer, OutboxRelay, outboxBackpressure, silentLogger } from "../../src/index.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
+import { readLedgerSettings } from "../../examples/ledger/settings.js";
 import type { BenchDatabase } from "../databases/bench-database.js";
 import { AMQP_URL, LatencyRecorder, eventIndex } from "../harness.js";
 import { Downstream, type TrafficPacing } from "./downstream.js";
@@ -82,7 +83,7 @@ export async function runLedger(
   const relay = new OutboxRelay({
     url: AMQP_URL, store: ledger.outbox!, logger: silentLogger,
     topology: async (channel) => { await channel.assertExchange(exchange, "fanout", { durable: true }); },
-    retryBaseDelayMs: 250, retryMaxDelayMs: 5000,
+    retryBaseDelayMs: 250, retryMaxDelayMs: 5000, sentRetentionMs: readLedgerSettings({}).outboxSentRetentionMs,
     // BENCH_OUTBOX_HANDOFF=0: every row through a claim, as before rows went out from memory (an A/B, not the product).
     ...(process.env.BENCH_OUTBOX_HANDOFF === "0" ? { handoff: false } : {}),
   });

@@ -25,6 +25,8 @@
  *                       the outbox until something binds); unset: declare nothing, bind your own consumers' queues
  *   LEDGER_OUTBOX_MAX_PENDING  N: consumption pauses while the outbox holds N unsent rows or more, and goes on
  *                       below N/2 (the relay catches up before more events are applied); unset: never pauses
+ *   LEDGER_OUTBOX_SENT_RETENTION_MS  how long sent outbox rows are kept, in ms; default 0: each is deleted once
+ *                       its publish is confirmed (consumers drop copies by message id; nothing reads sent rows)
  *   RABBIT_INBOX_FAULT  <point>:<action>[:<nth>] fault injection (before-commit | after-commit | after-ack; crash | pause)
  *   LEDGER_METRICS_PORT serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free port,
  *                       printed at start); unset: no server, and prom-client is not loaded
@@ -54,7 +56,7 @@ async function main(): Promise<void> {
   const registry = port === undefined ? undefined : new (await import("prom-client")).Registry();
   const metrics = registry ? { metrics: { registry } } : {};
 
-  const { balanceChangedExchange, databaseUrl, sinkQueue } = settings;
+  const { balanceChangedExchange, databaseUrl, sinkQueue, outboxSentRetentionMs } = settings;
   const db = await step(`database (DATABASE_URL=${redactSecrets(databaseUrl || "./data/ledger.sqlite")})`,
     () => openLedgerDatabase(databaseUrl, logger, { balanceChangedExchange }), describeDatabaseUrlError);
   const relay = db.outbox
@@ -68,7 +70,7 @@ async function main(): Promise<void> {
         }
       },
       // Unroutable (nobody bound yet) or refused messages are retried soon, and never dropped.
-      retryBaseDelayMs: 250, retryMaxDelayMs: 5000, ...metrics,
+      retryBaseDelayMs: 250, retryMaxDelayMs: 5000, sentRetentionMs: outboxSentRetentionMs, ...metrics,
     })
     : undefined;
   if (!relay) logger.warn("this database has no transactional outbox yet: balance.changed is not published", { database: db.description });

@@ -18,6 +18,13 @@ export interface LedgerSettings {
   prefetch: number;
   retryDelaysMs: number[] | undefined;
   outboxMaxPending: number | undefined;
+  /**
+   * LEDGER_OUTBOX_SENT_RETENTION_MS: how long the outbox keeps sent rows. Default 0: each row
+   * is deleted once its publish is confirmed. Nothing here needs them afterwards: the inbox
+   * writes each event's balance.changed once, and its message id lets consumers drop the copies
+   * an at-least-once relay may send.
+   */
+  outboxSentRetentionMs: number;
   processSpans: "message" | "batch" | undefined;
   partitions: number | undefined;
   queueType: "classic" | "quorum";
@@ -34,6 +41,15 @@ function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): nu
   if (text === undefined || text === "") return fallback;
   const value = Number(text);
   if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
+  return value;
+}
+
+/** A whole number of milliseconds, 0 allowed. */
+function nonNegativeInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const text = env[name];
+  if (text === undefined || text === "") return fallback;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`${name} must be a whole number of milliseconds (0 or more), got ${JSON.stringify(text)}`);
   return value;
 }
 
@@ -79,6 +95,7 @@ export function readLedgerSettings(env: NodeJS.ProcessEnv = process.env): Ledger
     prefetch: positiveInt(env, "LEDGER_PREFETCH", Math.max(200, 2 * batchSize)),
     retryDelaysMs: positiveIntList(env, "LEDGER_RETRY_DELAYS_MS"),
     outboxMaxPending: env.LEDGER_OUTBOX_MAX_PENDING ? positiveInt(env, "LEDGER_OUTBOX_MAX_PENDING", 1) : undefined,
+    outboxSentRetentionMs: nonNegativeInt(env, "LEDGER_OUTBOX_SENT_RETENTION_MS", 0),
     metricsPort: metricsPort(env),
     metricsHost: env.LEDGER_METRICS_HOST || "127.0.0.1",
     balanceChangedExchange: `${queue}.balance-changed`,

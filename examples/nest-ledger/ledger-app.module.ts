@@ -56,7 +56,7 @@ export class LedgerAppModule {
               store: database.outbox,
               topology: async (channel) => { await channel.assertExchange(settings.balanceChangedExchange, "fanout", { durable: true }); },
               // Unroutable (nobody bound yet) or refused messages are retried soon, and never dropped.
-              retryBaseDelayMs: 250, retryMaxDelayMs: 5000,
+              retryBaseDelayMs: 250, retryMaxDelayMs: 5000, sentRetentionMs: settings.outboxSentRetentionMs,
             },
           }),
         }),

@@ -6,7 +6,7 @@
  * What differs: DATABASE_URL must be PostgreSQL or MySQL/MariaDB (TypeORM), one host; the
  * consumer, the relay and their lifecycle are RabbitInboxModule's; /readyz is terminus's.
  *   AMQP_URL, DATABASE_URL, LEDGER_QUEUE, LEDGER_BATCH_SIZE, LEDGER_PREFETCH, LEDGER_QUEUE_TYPE,
- *   LEDGER_PARTITIONS, LEDGER_RETRY_DELAYS_MS, LEDGER_OUTBOX_MAX_PENDING, RABBIT_INBOX_FAULT,
+ *   LEDGER_PARTITIONS, LEDGER_RETRY_DELAYS_MS, LEDGER_OUTBOX_MAX_PENDING, LEDGER_OUTBOX_SENT_RETENTION_MS, RABBIT_INBOX_FAULT,
  *   LEDGER_METRICS_PORT, LEDGER_METRICS_HOST, LEDGER_PROCESS_SPANS, OTEL_*: as for `npm start`.
  * SIGTERM or SIGINT drains in-flight work (Nest's shutdown hooks) and exits 0.
  */

@@ -160,7 +160,7 @@ export class HandoffQueue implements OutboxHandoff {
         // A key with a row that did not go out: its next rows wait for the claims.
         for (const row of rows) if (row.orderingKey !== null && !sent.has(row.id)) this.chain.delete(row.orderingKey);
         try {
-          await this.options.settle({ sent: settlement.sent, failed: settlement.failed, due });
+          await this.options.settle({ ...settlement, due });
         } finally {
           // Held until marked: a duplicate meanwhile would make rows due that are being marked.
           this.count(taken, -1);

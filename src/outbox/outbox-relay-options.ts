@@ -70,7 +70,11 @@ export interface OutboxRelayOptions {
    * ends. False: every row goes through a claim.
    */
   handoff?: boolean;
-  /** Sent rows older than this are deleted, in ms. Default 24 h. */
+  /**
+   * Sent rows older than this are deleted, in ms. Default 24 h. 0 deletes each row as soon as
+   * its publish is confirmed, in the statement that would have marked it (the cheapest for the
+   * database); a message id then stays unique in the outbox only until its row is sent.
+   */
   sentRetentionMs?: number;
   /** How often the cleanup of sent rows runs, in ms. Default 60 000; 0 turns cleanup off. */
   cleanupIntervalMs?: number;

@@ -236,6 +236,7 @@ export class OutboxRelay {
       if (this.options.hook && published.claim.rows.length > 0) await this.options.hook("after-publish", published.claim.rows);
       const outcome = await published.outcome(brokenBefore);
       settlement = {
+        ...(this.options.sentRetentionMs === 0 ? { deleteSent: true } : {}),
         sent: outcome.sent.map((r) => r.id),
         failed: outcome.failed.map((f) => ({ id: f.row.id, error: f.error.slice(0, 2000), retryDelayMs: this.retryDelay(f.row.attempts + 1) })),
       };

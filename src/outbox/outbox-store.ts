@@ -16,13 +16,19 @@ export interface OutboxRow {
 
 /** What a relay did with the rows of one claim. Rows in neither list stay pending, untouched. */
 export interface OutboxSettlement {
-  /** Confirmed by the broker (and routed): mark sent. */
+  /** Confirmed by the broker (and routed): mark sent, or delete with `deleteSent`. */
   sent: readonly number[];
   /**
    * Refused, unroutable, timed out or lost with the channel: count the attempt, retry in
    * `retryDelayMs` (a delay rather than a time, so the database's clock decides).
    */
   failed: ReadonlyArray<{ id: number; error: string; retryDelayMs: number }>;
+  /**
+   * Delete the sent rows instead of marking them: the relay keeps no sent rows
+   * (`sentRetentionMs: 0`). One statement that adds no row version and no index entry, where a
+   * mark writes a new version of every row and deletes it again at cleanup.
+   */
+  deleteSent?: boolean;
 }
 
 /** What a relay did with rows handed to it from memory: those in `due` go back to the claims, due now. */

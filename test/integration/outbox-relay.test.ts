@@ -216,6 +216,39 @@ describe.each(TEST_DATABASES)("outbox relay on %s", (kind) => {
     expect(await cleaner.cleanup()).toBe(0);
   });
 
+  it("with sentRetentionMs 0 deletes each row once confirmed, through a claim and from memory; a failed row stays, its attempt counted", async () => {
+    const target = exchange();
+    const t = await tap(target);
+    const unrouted = exchange("outbox.unrouted");
+    await declareExchanges(unrouted);
+    // Written before any relay: due rows, which a claim takes.
+    await store.outbox.transaction(async (_tx, publish) => {
+      for (let i = 0; i < 3; i++) await publish(target, "", { claimed: i });
+    });
+    await relay({ sentRetentionMs: 0, retryBaseDelayMs: 120_000 });
+    await t.waitForCount(3);
+    await eventually(async () => ((await db.rows()).length === 0 ? true : undefined), "the claimed rows deleted");
+
+    // Written while the relay is attached: handed to it in memory after the commit.
+    const p = pipeline({
+      name: "memory",
+      async handle(event, ctx) {
+        await ctx.publish(target, "", { memory: event.n });
+        if (event.n === 1) await ctx.publish(unrouted, "", "nobody listens");
+      },
+    });
+    const outcomes = await p.process([0, 1, 2].map((n) => incomingMessage({ tenant: "t1", event_id: `m-${n}`, n })));
+    expect(outcomes.map((o) => o.kind)).toEqual(["applied", "applied", "applied"]);
+    const received = await t.waitForCount(6);
+    expect(received.slice(3).map((m) => m.json)).toEqual([{ memory: 0 }, { memory: 1 }, { memory: 2 }]);
+    const left = await eventually(async () => {
+      const rows = await db.rows();
+      return rows.length === 1 && rows[0]!.attempts >= 1 ? rows : undefined;
+    }, "only the unroutable row left");
+    expect(left[0]).toMatchObject({ source_event_id: "m-1", sent: false, attempts: 1 });
+    expect(left[0]!.last_error).toMatch(/unroutable/);
+  });
+
   it(kind === "postgres"
     ? "wakes on NOTIFY from another process's commit, without waiting for the poll"
     : "wakes on the in-process signal of a commit, without waiting for the poll", async () => {

@@ -38,6 +38,8 @@ export interface LedgerProcessOptions {
   logLevel?: "debug" | "info" | "warn" | "error";
   /** LEDGER_OUTBOX_MAX_PENDING: pause consumption while the outbox holds this many unsent rows. */
   outboxMaxPending?: number;
+  /** LEDGER_OUTBOX_SENT_RETENTION_MS: keep sent outbox rows this long (default 0: deleted once confirmed). */
+  outboxSentRetentionMs?: number;
   /** LEDGER_METRICS_PORT (0: any free port; the process prints the one it took). */
   metricsPort?: number;
   /** A name for error messages. */
@@ -111,7 +113,7 @@ export class LedgerProcess {
   /** Spawns the service and waits for its `ledger: consuming` line. */
   static async start(options: LedgerProcessOptions): Promise<LedgerProcess> {
     const env: NodeJS.ProcessEnv = { ...process.env };
-    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_PARTITIONS", "LEDGER_RETRY_DELAYS_MS", "LEDGER_OUTBOX_MAX_PENDING", "LEDGER_METRICS_PORT", "LEDGER_METRICS_HOST", "NODE_OPTIONS"]) delete env[name];
+    for (const name of ["RABBIT_INBOX_FAULT", "LEDGER_BATCH_SIZE", "LEDGER_PREFETCH", "LEDGER_QUEUE_TYPE", "LEDGER_PARTITIONS", "LEDGER_RETRY_DELAYS_MS", "LEDGER_OUTBOX_MAX_PENDING", "LEDGER_OUTBOX_SENT_RETENTION_MS", "LEDGER_METRICS_PORT", "LEDGER_METRICS_HOST", "NODE_OPTIONS"]) delete env[name];
     Object.assign(env, {
       AMQP_URL: options.amqpUrl ?? amqpUrlFromEnv(),
       DATABASE_URL: options.databaseUrl,
@@ -125,6 +127,7 @@ export class LedgerProcess {
       ...(options.retryDelaysMs ? { LEDGER_RETRY_DELAYS_MS: options.retryDelaysMs.join(",") } : {}),
       ...(options.metricsPort !== undefined ? { LEDGER_METRICS_PORT: String(options.metricsPort) } : {}),
       ...(options.outboxMaxPending !== undefined ? { LEDGER_OUTBOX_MAX_PENDING: String(options.outboxMaxPending) } : {}),
+      ...(options.outboxSentRetentionMs !== undefined ? { LEDGER_OUTBOX_SENT_RETENTION_MS: String(options.outboxSentRetentionMs) } : {}),
     });
     const child = spawn(process.execPath, ["--import", "tsx", LEDGER_ENTRIES[options.app ?? "ledger"]], {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],

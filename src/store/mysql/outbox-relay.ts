@@ -68,7 +68,7 @@ export class MysqlOutboxRelay {
         values: [],
       });
       const locked = new Set(rows.map((r) => Number(r.id)));
-      await this.mark(query, { sent: sent.filter((id) => locked.has(id)), failed: failed.filter((f) => locked.has(f.id)) });
+      await this.mark(query, { ...settlement, sent: sent.filter((id) => locked.has(id)), failed: failed.filter((f) => locked.has(f.id)) });
       const dueNow = due.filter((id) => locked.has(id));
       if (dueNow.length > 0) await query({ text: `UPDATE ${this.table} SET available_at = UTC_TIMESTAMP(6) WHERE id IN (${idList(dueNow)})`, values: [] });
     });
@@ -95,7 +95,9 @@ export class MysqlOutboxRelay {
   private async mark(query: SqlQuery, settlement: OutboxSettlement): Promise<void> {
     if (settlement.sent.length > 0) {
       await query({
-        text: `UPDATE ${this.table} SET sent_at = UTC_TIMESTAMP(6), attempts = attempts + 1, last_error = NULL WHERE id IN (${idList(settlement.sent)})`,
+        text: settlement.deleteSent
+          ? `DELETE FROM ${this.table} WHERE id IN (${idList(settlement.sent)})`
+          : `UPDATE ${this.table} SET sent_at = UTC_TIMESTAMP(6), attempts = attempts + 1, last_error = NULL WHERE id IN (${idList(settlement.sent)})`,
         values: [],
       });
     }

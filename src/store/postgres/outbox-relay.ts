@@ -53,8 +53,11 @@ export class PostgresOutboxRelay<C extends PgClient> {
   async settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
     const { sent, failed, due } = settlement;
     if (sent.length + failed.length + due.length === 0) return;
+    const [name, text] = settlement.deleteSent
+      ? [this.sql.settleHandedOffDeletingName, this.sql.settleHandedOffDeleting]
+      : [this.sql.settleHandedOffName, this.sql.settleHandedOff];
     await this.driver.read((query) => query({
-      name: this.sql.settleHandedOffName, text: this.sql.settleHandedOff,
+      name, text,
       values: [
         sent, failed.map((f) => f.id), failed.map((f) => withoutNul(f.error)), failed.map((f) => Math.max(0, Math.round(f.retryDelayMs))),
         due, this.schema,
@@ -75,7 +78,8 @@ export class PostgresOutboxRelay<C extends PgClient> {
       let broken = false;
       try {
         if (settle && settle.sent.length > 0) {
-          await client.query({ name: this.sql.markSentName, text: this.sql.markSent, values: [settle.sent] });
+          const [name, text] = settle.deleteSent ? [this.sql.deleteSentName, this.sql.deleteSent] : [this.sql.markSentName, this.sql.markSent];
+          await client.query({ name, text, values: [settle.sent] });
         }
         if (settle && settle.failed.length > 0) {
           await client.query({
@@ -200,6 +204,33 @@ function walkStatement(t: string, anchorBound: string, stepBound: string, limit:
     SELECT ordering_key, id FROM walk WHERE due LIMIT ${limit}`;
 }
 
+/**
+ * The settlement of rows published from memory: confirmed rows marked sent (or deleted, with
+ * `sentRow` a DELETE), failed ones counted and delayed, `due` ones made due. Each part skips the
+ * rows another relay's claim holds: that relay settles them.
+ */
+function settleHandedOffStatement(t: string, sentRow: string): string {
+  return `WITH sent AS (
+        ${sentRow}
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      failed AS (
+        UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
+            available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
+        FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS f(id, error, delay_ms)
+        WHERE o.id = f.id AND o.id IN (SELECT id FROM ${t} WHERE id = ANY($2::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      due AS (
+        UPDATE ${t} SET available_at = now()
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($5::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      note AS (SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce($6::text, current_schema(), '')) FROM (SELECT 1 FROM due LIMIT 1) one)
+      SELECT (SELECT count(*) FROM sent)::int AS sent, (SELECT count(*) FROM failed)::int AS failed,
+        (SELECT count(*) FROM due)::int AS due, (SELECT count(*) FROM note)::int AS notified`;
+}
+
+const MARK_SENT = "SET sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL";
+
 function relayStatements(prefix: string, tag: string) {
   const t = `${prefix}rabbit_inbox_outbox`;
   return {
@@ -238,7 +269,9 @@ function relayStatements(prefix: string, tag: string) {
       ORDER BY o.id
       FOR UPDATE OF o SKIP LOCKED`,
     markSentName: `ri_outbox_sent${tag}`,
-    markSent: `UPDATE ${t} SET sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL WHERE id = ANY($1::bigint[])`,
+    markSent: `UPDATE ${t} ${MARK_SENT} WHERE id = ANY($1::bigint[])`,
+    deleteSentName: `ri_outbox_delete_sent${tag}`,
+    deleteSent: `DELETE FROM ${t} WHERE id = ANY($1::bigint[])`,
     markFailedName: `ri_outbox_failed${tag}`,
     markFailed: `UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
         available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
@@ -246,23 +279,9 @@ function relayStatements(prefix: string, tag: string) {
       WHERE o.id = f.id`,
     settleHandedOffName: `ri_outbox_settle_handed_off${tag}`,
     // Due rows wake the relays of other processes (NOTIFY, at commit), as a write of due rows does.
-    settleHandedOff: `WITH sent AS (
-        UPDATE ${t} SET sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL
-        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
-        RETURNING 1),
-      failed AS (
-        UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
-            available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
-        FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS f(id, error, delay_ms)
-        WHERE o.id = f.id AND o.id IN (SELECT id FROM ${t} WHERE id = ANY($2::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
-        RETURNING 1),
-      due AS (
-        UPDATE ${t} SET available_at = now()
-        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($5::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
-        RETURNING 1),
-      note AS (SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce($6::text, current_schema(), '')) FROM (SELECT 1 FROM due LIMIT 1) one)
-      SELECT (SELECT count(*) FROM sent)::int AS sent, (SELECT count(*) FROM failed)::int AS failed,
-        (SELECT count(*) FROM due)::int AS due, (SELECT count(*) FROM note)::int AS notified`,
+    settleHandedOff: settleHandedOffStatement(t, `UPDATE ${t} ${MARK_SENT}`),
+    settleHandedOffDeletingName: `ri_outbox_settle_handed_off_deleting${tag}`,
+    settleHandedOffDeleting: settleHandedOffStatement(t, `DELETE FROM ${t}`),
     countPendingName: `ri_outbox_count_pending${tag}`,
     // Through the partial index of unsent rows, stopping after $1 of them.
     countPending: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${t} WHERE sent_at IS NULL LIMIT $1) AS pending`,

@@ -41,12 +41,15 @@ const SQL = {
   lease: `UPDATE ${T} SET claimed_by = @relayId, claimed_until = @until WHERE id = @id`,
   markSent: `UPDATE ${T} SET sent_at = @now, attempts = attempts + 1, last_error = NULL, claimed_by = NULL, claimed_until = NULL
     WHERE id = @id`,
+  deleteSent: `DELETE FROM ${T} WHERE id = @id`,
   markFailed: `UPDATE ${T} SET attempts = attempts + 1, last_error = @error, available_at = @retryAt,
       claimed_by = NULL, claimed_until = NULL
     WHERE id = @id AND claimed_by = @relayId`,
   release: `UPDATE ${T} SET claimed_by = NULL, claimed_until = NULL WHERE id = @id AND claimed_by = @relayId`,
   // Rows published from memory: only while unsent and not leased to a relay's claim (it settles them).
   handedOffSent: `UPDATE ${T} SET sent_at = @now, attempts = attempts + 1, last_error = NULL, claimed_by = NULL, claimed_until = NULL
+    WHERE id = @id AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= @now)`,
+  handedOffDeleted: `DELETE FROM ${T}
     WHERE id = @id AND sent_at IS NULL AND (claimed_until IS NULL OR claimed_until <= @now)`,
   handedOffFailed: `UPDATE ${T} SET attempts = attempts + 1, last_error = @error, available_at = @retryAt,
       claimed_by = NULL, claimed_until = NULL
@@ -157,7 +160,8 @@ export class SqliteOutboxRelay {
     if (sent.length + failed.length + due.length === 0) return;
     await this.driver.transaction(async ({ query }) => {
       const now = Date.now();
-      for (const id of sent) await run(query, SQL.handedOffSent, { id, now });
+      const sentRow = settlement.deleteSent ? SQL.handedOffDeleted : SQL.handedOffSent;
+      for (const id of sent) await run(query, sentRow, { id, now });
       for (const f of failed) {
         await run(query, SQL.handedOffFailed, { id: f.id, now, error: f.error, retryAt: now + Math.max(0, Math.round(f.retryDelayMs)) });
       }
@@ -169,8 +173,9 @@ export class SqliteOutboxRelay {
     return this.driver.transaction(async ({ query }) => {
       const now = Date.now();
       const done = new Set<number>();
+      const sentRow = settlement.deleteSent ? SQL.deleteSent : SQL.markSent;
       for (const id of settlement.sent) {
-        await run(query, SQL.markSent, { id, now });
+        await run(query, sentRow, { id, now });
         done.add(id);
       }
       for (const f of settlement.failed) {
