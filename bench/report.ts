@@ -50,6 +50,9 @@ export function targetRatios(results: RunResult[], dbs: string[], extra: { scale
     compare(`${db}: ledger end to end / raw`, ">= 0.4", rates("ledger", db, endToEnd), raw);
     compare(`${db}: ledger end to end / pipeline`, ">= 0.7", rates("ledger", db, endToEnd), pipeline);
     compare(`${db}: ledger end to end / naive pipeline`, ">= 3", rates("ledger", db, endToEnd), rates("naive-pipeline", db));
+    // The ceiling of the ledger's design: the same statements and broker work written by hand.
+    compare(`${db}: ledger by hand / pipeline`, "-", rates("ledger-by-hand", db), pipeline);
+    compare(`${db}: ledger end to end / ledger by hand`, "-", rates("ledger", db, endToEnd), rates("ledger-by-hand", db));
     compare(`${db}: strict / handwritten`, ">= 1.0", rates("strict", db), rates("handwritten", db));
     compare(`${db}: observed / batched`, ">= 0.95", rates("observed", db), rates("batched", db));
     if (extra.scale > 0) compare(`${db}: batched with ${extra.scale} rows / empty`, ">= 0.85", rates(`batched+${extra.scale}rows`, db), rates("batched", db));

@@ -14,6 +14,9 @@
  *   strict       the library, one transaction per message (batchSize 1, prefetch 200)
  *   batched      the library with the ledger's set-based handler and the library's defaults, no outbox
  *   ledger       the ledger service as shipped: handler, outbox and relay, and a consumer downstream
+ *   ledger-by-hand  PostgreSQL only, with --only: the ledger's statements (dedup, adjust, outbox row,
+ *                delete once confirmed) and broker work written by hand for this workload, none of
+ *                the library's generality: the ceiling of the ledger's design; the same downstream
  *   observed     batched with Prometheus metrics and OpenTelemetry tracing on (only with --only);
  *                with it, batched and observed both consume events carrying a producer's
  *                traceparent (BENCH_TRACE_RATIO of them sampled, default 1), and BENCH_OBSERVE

@@ -10,6 +10,7 @@ import {
 } from "./harness.js";
 import { type LedgerMeasurement, runLedger } from "./scenarios/ledger.js";
 import { runLibrary } from "./scenarios/library.js";
+import { runLedgerByHand } from "./scenarios/ledger-by-hand.js";
 import { runNaivePipeline } from "./scenarios/naive-pipeline.js";
 import { type PipelineMeasurement, runPipeline } from "./scenarios/pipeline.js";
 import { RAW_SIMPLE, type RawSettings, describeRaw, runRawConsumer } from "./scenarios/raw.js";
@@ -17,10 +18,10 @@ import { RAW_SIMPLE, type RawSettings, describeRaw, runRawConsumer } from "./sce
 /** Prefetch of the per-message consumers (naive, naive-pipeline, handwritten, strict). */
 export const PREFETCH = 200;
 
-export const SCENARIOS = ["raw", "raw-simple", "pipeline", "naive", "naive-pipeline", "handwritten", "strict", "batched", "ledger", "observed"] as const;
+export const SCENARIOS = ["raw", "raw-simple", "pipeline", "naive", "naive-pipeline", "handwritten", "strict", "batched", "ledger", "ledger-by-hand", "observed"] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 /** What runs without --only: the extras are asked for by name. */
-export const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple");
+export const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple" && s !== "ledger-by-hand");
 /** Scenarios without a database. */
 export const BROKER_ONLY: readonly Scenario[] = ["raw", "raw-simple", "pipeline"];
 
@@ -81,6 +82,8 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
       measured = pipeline = await runPipeline(queue, n, stopMeters);
     } else if (scenario === "naive-pipeline") {
       measured = pipeline = await runNaivePipeline(db!, queue, n, PREFETCH, stopMeters);
+    } else if (scenario === "ledger-by-hand") {
+      measured = pipeline = await runLedgerByHand(db!, queue, n, stopMeters);
     } else if (scenario === "naive") {
       measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.naive(adjustment(message.content)); channel.ack(message); });
     } else if (scenario === "handwritten") {

@@ -30,7 +30,7 @@ export interface LedgerSql<Tx> {
 const accountKey = (tenant: string, accountId: string) => `${tenant.length}:${tenant}/${accountId}`;
 
 /** The outbox ordering key of an account's balance.changed messages (stored with each row: keep it stable). */
-const accountOrderingKey = (tenant: string, accountId: string) => JSON.stringify([tenant, accountId]);
+export const accountOrderingKey = (tenant: string, accountId: string) => JSON.stringify([tenant, accountId]);
 
 export interface LedgerHandlerOptions {
   /**

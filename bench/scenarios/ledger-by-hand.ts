@@ -1,0 +1,143 @@
+/**
+ * The `ledger-by-hand` scenario (PostgreSQL): the ledger's database and broker work written by
+ * hand for this one workload, with none of the library's generality: the ceiling of the ledger's
+ * design on this machine. Per batch of up to 500 deliveries (prefetch 1000; a batch goes as soon
+ * as no delivery waits), on one connection kept for the whole run: BEGIN; the dedup rows in one
+ * plain INSERT; the ledger's own adjust statement (examples/ledger/ledger-postgres.ts: lock the
+ * accounts in order, add each account's sum, return the balances before); the batch's
+ * `balance.changed` rows into the library's outbox table (the same table, the same indexes) in
+ * one INSERT; COMMIT. Then the originals are acked (one multiple-ack), and the rows are
+ * published persistent with confirms while the next batch runs; once a batch's copies are all
+ * confirmed, its rows are deleted in one statement on a second connection.
+ * What it leaves out, and the library does not: validation beyond the bench's own parse,
+ * conflicts and duplicates (it stops on any), quarantine, retries, ordering keys, leases and
+ * recovery of rows a crash left behind, metrics and tracing.
+ */
+import { createHash } from "node:crypto";
+import amqp from "amqplib";
+import type { ConsumeMessage } from "amqplib";
+import pg from "pg";
+import { accountOrderingKey } from "../../examples/ledger/ledger-handler.js";
+import { postgresLedgerSql } from "../../examples/ledger/ledger-postgres.js";
+import { type Adjustment, type BenchDatabase, adjustment } from "../databases/bench-database.js";
+import { AMQP_URL, eventIndex } from "../harness.js";
+import { type ConsumedSpan, type PipelineMeasurement, measureThroughDownstream } from "./pipeline.js";
+
+const PREFETCH = 1000;
+const BATCH = 500;
+
+const DEDUP = `INSERT INTO rabbit_inbox_dedup (tenant, handler, event_id, fingerprint)
+  SELECT t, 'ledger-by-hand', e, f FROM unnest($1::text[], $2::text[], $3::text[]) AS d(t, e, f)`;
+// The columns the ledger's rows fill, so that the same indexes take them: the ordering key (the
+// account) and the source event (what a duplicate's resend finds them by).
+const OUTBOX = `INSERT INTO rabbit_inbox_outbox (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id)
+  SELECT m, $1, '', b, p, o, st, 'ledger-by-hand', se
+  FROM unnest($2::text[], $3::bytea[], $4::jsonb[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS r(m, b, p, o, st, se, ord) ORDER BY ord
+  RETURNING id`;
+const DELETE_SENT = "DELETE FROM rabbit_inbox_outbox WHERE id = ANY($1::bigint[])";
+
+interface Copy { id: number; messageId: string; body: Buffer; timestamp: number }
+
+export async function runLedgerByHand(db: BenchDatabase, queue: string, n: number, measured: () => void): Promise<PipelineMeasurement> {
+  if (db.name !== "postgres") throw new Error("ledger-by-hand runs on PostgreSQL only (--db postgres)");
+  // Open until the run is measured: the CPU of a database session is read while it exists.
+  const pool = new pg.Pool({ connectionString: db.url, max: 2 });
+  const tx = await pool.connect();
+  const marker = await pool.connect();
+  try {
+    return await measureThroughDownstream(queue, n, measured, (exchange, deliveredAt) => applyAndRelay(tx, marker, queue, n, exchange, deliveredAt));
+  } finally {
+    tx.release();
+    marker.release();
+    await pool.end();
+  }
+}
+
+async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: string, n: number, exchange: string, deliveredAt: Float64Array): Promise<ConsumedSpan> {
+    const connection = await amqp.connect(AMQP_URL);
+    try {
+      const consumer = await connection.createChannel();
+      await consumer.prefetch(PREFETCH);
+      const publisher = await connection.createConfirmChannel();
+      return await new Promise<ConsumedSpan>((resolve, reject) => {
+        let failed = false;
+        const fail = (error: unknown) => { failed = true; reject(error instanceof Error ? error : new Error(String(error))); };
+        publisher.on("return", () => fail(new Error(`a balance.changed was returned unroutable by ${exchange}`)));
+        const waiting: ConsumeMessage[] = [];
+        let startedAt = 0;
+        let received = 0;
+        let deleted = 0;
+        let running = false;
+
+        const publishAndDelete = (copies: Copy[]) => {
+          let unconfirmed = copies.length;
+          for (const copy of copies) {
+            publisher.publish(exchange, "", copy.body, {
+              persistent: true, mandatory: true, contentType: "application/json", messageId: copy.messageId, timestamp: copy.timestamp,
+            }, (error) => {
+              if (error) return fail(error);
+              if (--unconfirmed > 0) return;
+              marker.query({ name: "by_hand_delete", text: DELETE_SENT, values: [copies.map((c) => c.id)] }).then(() => {
+                deleted += copies.length;
+                if (deleted === n) resolve({ startedAt, ackedAt: performance.now() });
+              }, fail);
+            });
+          }
+        };
+
+        const applyBatch = async (batch: ConsumeMessage[]) => {
+          const events: Adjustment[] = batch.map((m) => adjustment(m.content));
+          const sums = new Map<string, bigint>();
+          for (const e of events) sums.set(e.accountId, (sums.get(e.accountId) ?? 0n) + BigInt(e.delta));
+          await tx.query("BEGIN");
+          await tx.query({
+            name: "by_hand_dedup", text: DEDUP,
+            values: [events.map((e) => e.tenant), events.map((e) => e.eventId), batch.map((m) => createHash("sha256").update(m.content).digest("hex"))],
+          });
+          const tenant = events[0]!.tenant;
+          const before = await postgresLedgerSql.adjustAccounts!(tx, [...sums].map(([account, sum]) => [tenant, account, sum]));
+          const balance = new Map(before.map((a) => [a.accountId, a.balanceCents]));
+          const timestamp = Math.floor(Date.now() / 1000);
+          const bodies = events.map((e) => {
+            const after = (balance.get(e.accountId) ?? 0n) + BigInt(e.delta);
+            balance.set(e.accountId, after);
+            return Buffer.from(JSON.stringify({ type: "balance.changed", tenant: e.tenant, account_id: e.accountId, balance_cents: Number(after), caused_by: e.eventId }));
+          });
+          const messageIds = events.map((e) => `${e.tenant}/${e.eventId}/balance.changed`);
+          const properties = JSON.stringify({ contentType: "application/json", timestamp });
+          const { rows } = await tx.query({
+            name: "by_hand_outbox", text: OUTBOX,
+            values: [exchange, messageIds, bodies, events.map(() => properties), events.map((e) => accountOrderingKey(e.tenant, e.accountId)), events.map((e) => e.tenant), events.map((e) => e.eventId)],
+          });
+          await tx.query("COMMIT");
+          consumer.ack(batch[batch.length - 1]!, true);
+          publishAndDelete(rows.map((r: { id: string }, i) => ({ id: Number(r.id), messageId: messageIds[i]!, body: bodies[i]!, timestamp })));
+        };
+
+        const run = async () => {
+          if (running) return;
+          running = true;
+          try {
+            while (waiting.length > 0 && !failed) await applyBatch(waiting.splice(0, BATCH));
+          } catch (error) {
+            fail(error);
+          } finally {
+            running = false;
+          }
+        };
+
+        void consumer.consume(queue, (message) => {
+          if (!message) return fail(new Error("consumer cancelled"));
+          const now = performance.now();
+          if (received === 0) startedAt = now;
+          received++;
+          deliveredAt[eventIndex(adjustment(message.content).eventId)] = now;
+          waiting.push(message);
+          // After the deliveries already read from the socket: a batch takes all that came together.
+          if (!running) setImmediate(() => void run());
+        }, { noAck: false }).catch(fail);
+      });
+    } finally {
+      await connection.close().catch(() => undefined);
+    }
+}
