@@ -3,7 +3,7 @@
  * Both honour DATABASE_URL like the service.
  */
 import { createJsonLogger } from "../../src/index.js";
-import { escapeControlCharacters, escapeJsonControlCharacters, redactSecrets } from "../../src/operations/index.js";
+import { escapeControlCharacters, escapeJsonControlCharacters, redactSecrets } from "../../src/operations.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 import { describeError } from "./settings.js";
 

@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import { join, relative } from "node:path";
-import { redactSecrets } from "../../src/operations/index.js";
+import { redactSecrets } from "../../src/operations.js";
 // The demo drives real ledger processes and reads the tables with the tests' own tools: it plays
 // a scenario and checks it, as a test does, but narrated.
 import { BrokerClient, headerText } from "./driver/broker-client.js";

@@ -3,7 +3,7 @@
  * `npm run start:nest`), so that they take the same variables with the same defaults and refuse
  * the same mistakes.
  */
-import { type FaultSpec, parseFaultSpec } from "../../src/operations/index.js";
+import { type FaultSpec, parseFaultSpec } from "../../src/operations.js";
 import { InboxError } from "../../src/index.js";
 
 export const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";

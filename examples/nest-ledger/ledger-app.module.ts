@@ -4,7 +4,7 @@ import { TypeOrmModule, getDataSourceToken } from "@nestjs/typeorm";
 import type { Registry } from "prom-client";
 import type { DataSource } from "typeorm";
 import { type Logger, outboxBackpressure } from "../../src/index.js";
-import { faultInjection } from "../../src/operations/index.js";
+import { faultInjection } from "../../src/operations.js";
 import { typeormStore } from "../../src/adapters/typeorm.js";
 import { RabbitInboxModule } from "../../src/nestjs/index.js";
 import type { LedgerDatabase } from "../ledger/ledger-database.js";

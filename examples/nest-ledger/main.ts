@@ -14,7 +14,7 @@ import "reflect-metadata";
 import type { INestApplicationContext } from "@nestjs/common";
 import { NestFactory } from "@nestjs/core";
 import { createJsonLogger, databaseTargetOf } from "../../src/index.js";
-import { describeAmqpConnectError, redactSecrets } from "../../src/operations/index.js";
+import { describeAmqpConnectError, redactSecrets } from "../../src/operations.js";
 import { RabbitInboxService } from "../../src/nestjs/index.js";
 import { openLedgerDatabase } from "../ledger/ledger-database.js";
 import { describeDatabaseUrlError, describeError, readLedgerSettings, step } from "../ledger/settings.js";

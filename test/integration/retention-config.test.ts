@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import type { DeliveryInfo } from "../../src/core/handler.js";
 import { MINIMUM_REPLAY_WINDOW_MS, checkReplayWindow, resolveReplayWindow } from "../../src/retention/replay-window.js";
-import { RetentionGuardError, formatDuration, parseDuration } from "../../src/operations/index.js";
+import { RetentionGuardError, formatDuration, parseDuration } from "../../src/operations.js";
 import { eventTimeOf } from "../../src/retention/event-time.js";
 import { InvalidEventError } from "../../src/core/errors.js";
 

@@ -66,6 +66,10 @@ export function surfacesOf(root: string, entries: readonly EntryPoint[]): EntryS
   });
 }
 
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 /** The report checked in as etc/api-report.md: one section per entry point, names sorted. */
 export function renderApiReport(surfaces: readonly EntrySurface[]): string {
   const lines = [
@@ -76,7 +80,7 @@ export function renderApiReport(surfaces: readonly EntrySurface[]): string {
     "with `npm run api-report` after changing an entry point on purpose.",
   ];
   for (const { entry, values, types } of surfaces) {
-    lines.push("", `## ${entry.specifier}`, "", `${entry.source}: ${values.length} values, ${types.length} types`, "");
+    lines.push("", `## ${entry.specifier}`, "", `${entry.source}: ${count(values.length, "value")}, ${count(types.length, "type")}`, "");
     lines.push("Values:", "", ...values.map((name) => `- ${name}`), "");
     lines.push("Types:", "", ...types.map((name) => `- ${name}`));
   }
