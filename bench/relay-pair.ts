@@ -13,7 +13,8 @@
  *     [--window 5000] [--batch-size N (the relay's; default: its own)] [--profile DIR] [--json]
  */
 import amqp from "amqplib";
-import { OutboxRelay, silentLogger } from "../src/index.js";
+import { OutboxRelay } from "../src/index.js";
+import { silentLogger } from "../src/core/logger.js";
 import { AMQP_URL, type CpuSplit, CpuProfiler, SystemCpuSampler, randomName } from "./harness.js";
 import { type DrainDatabase, checkDelivered, openMysql, openPostgres, openSqlite } from "./outbox-drain.js";
 

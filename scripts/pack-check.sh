@@ -102,7 +102,8 @@ const importing = (list) => list.map((subpath, i) =>
   `import * as entry${i} from "${specifier(subpath)}";\nexport const names${i}: string[] = Object.keys(entry${i});`);
 const core = importing(subpaths.filter((s) => !(s in adapterPeers)));
 core.push(
-  `import { type LogLevel, InboxConsumer, OutboxRelay, openStore, redactSecrets } from "rabbit-inbox";`,
+  `import { type LogLevel, InboxConsumer, OutboxRelay, openStore } from "rabbit-inbox";`,
+  `import { redactSecrets } from "rabbit-inbox/operations";`,
   `export const level: LogLevel = "warn";`,
   `// @ts-expect-error a level that does not exist must not type-check`,
   `export const wrong: LogLevel = "loud";`,

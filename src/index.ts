@@ -1,44 +1,22 @@
-export * from "./core/errors.js";
-export { type EventKey, type ParsedEvent, readId, defaultEventKey, MAX_ID_LENGTH } from "./core/event.js";
-export { canonicalJson, fingerprintOf } from "./core/fingerprint.js";
-export type { DeliveryInfo, HandlerContext, InboxHandler, BatchItem, BatchRejection } from "./core/handler.js";
-export type { FaultPoint, PipelineHook } from "./core/hooks.js";
-export { type Logger, type LogLevel, createJsonLogger, silentLogger, redactSecrets } from "./core/logger.js";
-export { escapeControlCharacters, escapeJsonControlCharacters } from "./core/control-characters.js";
-export type { Outcome, OutcomeKind } from "./core/outcome.js";
-export { InboxPipeline, type IncomingMessage, type PipelineOptions, DEFAULT_QUARANTINE_BODY_CAP } from "./core/pipeline.js";
-export { type RetryPolicy, defaultRetryPolicy } from "./core/retry-policy.js";
-export { type DecodeLimits, defaultDecodeLimits, decodeJsonBody } from "./core/decode.js";
-export type { Store, StoreTransaction, InboxClaim, ClaimResult, QuarantineRecord, QuarantineEntry, DatabaseHealth } from "./core/store.js";
-export type { OutboxRecord, OutboxSource } from "./core/store.js";
-export type { Migration } from "./store/migration.js";
-export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts, type PartitionOptions } from "./amqp/inbox-consumer.js";
-export type { ConsumerHealth, RelayHealth } from "./observability/health.js";
-export type { MetricsOptions } from "./observability/inbox-metrics.js";
-export type { ProcessSpans } from "./observability/process-spans.js";
-export { type BrokerUrls, BrokerConnector, type BrokerLink, brokerUrlList, brokerNodeLabel } from "./amqp/broker-connection.js";
-export { assignPartitions } from "./amqp/partition-assignment.js";
-export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";
-export { describeAmqpConnectError } from "./amqp/describe-connect-error.js";
-export { faultInjection, parseFaultSpec, type FaultSpec, type FaultAction, FAULT_CRASH_EXIT_CODE } from "./fault/fault-injection.js";
+// The package's root: what an application needs to consume, publish through the outbox and open
+// a store. Operator tooling is in rabbit-inbox/operations, metrics and health types in
+// rabbit-inbox/observability, each database's own store in its subpath. Every name here is a
+// promise to keep: etc/api-report.md lists them, and a test holds this file to that list.
+export { InboxConsumer, type InboxConsumerOptions } from "./amqp/inbox-consumer.js";
+export { OutboxRelay, type OutboxRelayOptions } from "./outbox/outbox-relay.js";
+export { Outbox } from "./outbox/outbox.js";
+export { outboxMessageId } from "./outbox/message-id.js";
+export type { OutboxPublish } from "./outbox/publish-options.js";
+export { outboxBackpressure } from "./outbox/outbox-backpressure.js";
+export type { Backpressure } from "./core/backpressure.js";
+export { type OpenStoreOptions, type UrlStore, openStore } from "./store/open-store.js";
+export { type DatabaseTarget, databaseTargetOf } from "./store/database-url.js";
+export type { Store, StoreTransaction } from "./core/store.js";
+export type { OutboxRelayStore } from "./outbox/outbox-store.js";
+export type { BatchItem, BatchRejection, DeliveryInfo, HandlerContext, InboxHandler } from "./core/handler.js";
+export { type ParsedEvent, readId } from "./core/event.js";
+export { type LogLevel, type Logger, createJsonLogger } from "./core/logger.js";
 export {
-  quorumQueueArguments, retryQueueName, retryQueueArguments, type TopologySpec,
-  partitionQueueName, partitionQueueArguments, preparePartitionExchange, bindPartitionQueues, CONSISTENT_HASH_PLUGIN,
-} from "./amqp/topology.js";
-export { RETRY_ATTEMPT_HEADER } from "./amqp/retry-attempt.js";
-export {
-  Outbox, type OutboxTransactionOptions, OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound,
-  type OutboxClaim, type OutboxRelayStore, type OutboxRow, type OutboxSettlement, type OutboxSubscription, OutboxSignal,
-  outboxMessageId, type OutboxJsonValue, type OutboxPublish, type OutboxPublishOptions, type OutboxBackpressureOptions, outboxBackpressure,
-  type PublishLimits, defaultPublishLimits,
-} from "./outbox/index.js";
-export type { Backpressure, BackpressureReading } from "./core/backpressure.js";
-export type { BackpressureState } from "./amqp/backpressure-gate.js";
-export * from "./retention/index.js";
-export * from "./quarantine/index.js";
-export { type FailingOutboxRow, type InboxOperations, type OperationsCapable, type OutboxBacklog, hasOperations } from "./store/operations.js";
-export { type CompleteStore, hasOutboxRelay, isCompleteStore } from "./store/store-contract.js";
-export { type DatabaseKind, type DatabaseTarget, databaseTargetOf } from "./store/database-url.js";
-export { type TargetSessionAttrs, type ServerList, type ServerNode, serverListOf } from "./store/host-list.js";
-export { type OpenStoreOptions, type UrlStore, type UrlStoreHandle, openStore } from "./store/open-store.js";
-export { type ConsoleHandler, type ConsoleOptions, createConsoleHandler } from "./console/index.js";
+  BrokerUnreachableError, CommitOutcomeUnknownError, type ErrorKind, InboxConfigError, InboxError, InvalidEventError, InvalidPublishError,
+  PermanentEventError, QuarantinePublishError, RetryLaterError, StoreUnavailableError, TransientStoreError,
+} from "./core/errors.js";

@@ -12,7 +12,8 @@
  * run at R per second instead, and the latency from each event's publish is measured too. The outbox backlog (rows not yet marked sent) is sampled every 250 ms.
  * With `--outbox-max-pending ROWS` the consumer runs with outboxBackpressure at that bound (LEDGER_OUTBOX_MAX_PENDING).
  */
-import { InboxConsumer, OutboxRelay, outboxBackpressure, silentLogger } from "../../src/index.js";
+import { InboxConsumer, OutboxRelay, outboxBackpressure } from "../../src/index.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
 import { readLedgerSettings } from "../../examples/ledger/settings.js";
 import type { BenchDatabase } from "../databases/bench-database.js";

@@ -3,7 +3,8 @@
  * `batched` (the ledger's set-based handler with the library's defaults, no outbox) and
  * `observed` (batched with Prometheus metrics and OpenTelemetry tracing on).
  */
-import { InboxConsumer, type InboxHandler, silentLogger } from "../../src/index.js";
+import { InboxConsumer, type InboxHandler } from "../../src/index.js";
+import { silentLogger } from "../../src/core/logger.js";
 import type { PostgresStore } from "../../src/store/postgres/index.js";
 import type { LedgerEvent } from "../../examples/ledger/events.js";
 import type { LibraryStore } from "../databases/bench-database.js";

@@ -2,8 +2,10 @@
  * `npm run --silent ledger -- balances [--json]` and `... quarantine [--json]`.
  * Both honour DATABASE_URL like the service.
  */
-import { createJsonLogger, describeError, escapeControlCharacters, escapeJsonControlCharacters, redactSecrets } from "../../src/index.js";
+import { createJsonLogger } from "../../src/index.js";
+import { escapeControlCharacters, escapeJsonControlCharacters, redactSecrets } from "../../src/operations.js";
 import { openLedgerDatabase } from "./ledger-database.js";
+import { describeError } from "./settings.js";
 
 const USAGE = "usage: ledger <balances|quarantine> [--json]";
 

@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { createServer } from "node:net";
 import { join, relative } from "node:path";
-import { describeError, redactSecrets } from "../../src/index.js";
+import { redactSecrets } from "../../src/operations.js";
 // The demo drives real ledger processes and reads the tables with the tests' own tools: it plays
 // a scenario and checks it, as a test does, but narrated.
 import { BrokerClient, headerText } from "./driver/broker-client.js";
@@ -19,6 +19,7 @@ import { LedgerProcess, killAllLedgerProcesses } from "./driver/ledger-process.j
 import { type LedgerTables, readLedgerTables } from "./driver/ledger-tables.js";
 import { ledgerExchangeNames, ledgerQueueNames } from "./driver/ledger-topology.js";
 import { waitUntil } from "./driver/wait-until.js";
+import { describeError } from "./settings.js";
 
 /** The ledger's delayed retries in the demo: short, so the refused adjustment settles in under a second. */
 const DEMO_RETRY_DELAYS_MS = [200, 500];

@@ -1,4 +1,7 @@
-import { type DatabaseHealth, type DatabaseTarget, type InboxHandler, type Logger, type OutboxRelayStore, type Store, databaseTargetOf, openStore } from "../../src/index.js";
+import type { DatabaseHealth } from "../../src/observability.js";
+import {
+  type DatabaseTarget, type InboxHandler, type Logger, type OutboxRelayStore, type Store, databaseTargetOf, openStore,
+} from "../../src/index.js";
 import type { MysqlStore } from "../../src/store/mysql/index.js";
 import type { PostgresStore } from "../../src/store/postgres/index.js";
 import type { SqliteStore } from "../../src/store/sqlite/index.js";

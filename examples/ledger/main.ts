@@ -36,12 +36,12 @@
  *                       producer's child. Default: the library's (batch; message when LEDGER_BATCH_SIZE is 1)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
-import {
-  type DatabaseHealth, InboxConsumer, OutboxRelay, createJsonLogger, outboxBackpressure, describeAmqpConnectError, describeError, faultInjection, redactSecrets,
-} from "../../src/index.js";
+import type { DatabaseHealth } from "../../src/observability.js";
+import { InboxConsumer, OutboxRelay, createJsonLogger, outboxBackpressure } from "../../src/index.js";
+import { describeAmqpConnectError, faultInjection, redactSecrets } from "../../src/operations.js";
 import { openLedgerDatabase } from "./ledger-database.js";
 import { startMetricsServer, withinMs } from "./metrics-server.js";
-import { describeDatabaseUrlError, ledgerQueueArguments, readLedgerSettings, step } from "./settings.js";
+import { describeDatabaseUrlError, describeError, ledgerQueueArguments, readLedgerSettings, step } from "./settings.js";
 import { startTracing } from "./tracing.js";
 
 async function main(): Promise<void> {

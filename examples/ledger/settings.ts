@@ -3,7 +3,8 @@
  * `npm run start:nest`), so that they take the same variables with the same defaults and refuse
  * the same mistakes.
  */
-import { type FaultSpec, InboxError, describeError, parseFaultSpec } from "../../src/index.js";
+import { type FaultSpec, parseFaultSpec } from "../../src/operations.js";
+import { InboxError } from "../../src/index.js";
 
 export const DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672";
 
@@ -121,6 +122,11 @@ export async function step<T>(what: string, work: () => Promise<T>, describe: (e
     if (error instanceof InboxError && error.kind === "config") throw error;
     throw new Error(`${what}: ${describe(error)}`, { cause: error });
   }
+}
+
+/** An error's message, or the thrown value as text when it is not an Error. */
+export function describeError(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** What a DATABASE_URL that `new URL` refuses usually needs. */

@@ -13,10 +13,11 @@
 import "reflect-metadata";
 import type { INestApplicationContext } from "@nestjs/common";
 import { NestFactory } from "@nestjs/core";
-import { createJsonLogger, databaseTargetOf, describeAmqpConnectError, describeError, redactSecrets } from "../../src/index.js";
+import { createJsonLogger, databaseTargetOf } from "../../src/index.js";
+import { describeAmqpConnectError, redactSecrets } from "../../src/operations.js";
 import { RabbitInboxService } from "../../src/nestjs/index.js";
 import { openLedgerDatabase } from "../ledger/ledger-database.js";
-import { describeDatabaseUrlError, readLedgerSettings, step } from "../ledger/settings.js";
+import { describeDatabaseUrlError, describeError, readLedgerSettings, step } from "../ledger/settings.js";
 import { startTracing } from "../ledger/tracing.js";
 import { LedgerAppModule } from "./ledger-app.module.js";
 

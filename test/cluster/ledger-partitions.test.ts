@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { BrokerClient } from "../../examples/ledger/driver/broker-client.js";
 import type { LedgerProcess } from "../../examples/ledger/driver/ledger-process.js";
 import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
-import { brokerNodeLabel } from "../../src/index.js";
+import { brokerNodeLabel } from "../../src/amqp/broker-connection.js";
 import { cluster, clusterUrls, killNode, restartNode } from "../support/cluster.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { accountIds, accountStories, expectStoriesAppliedInOrder, publishStream, waitForApplied, waitForBalance } from "../support/partitioned-ledger.js";

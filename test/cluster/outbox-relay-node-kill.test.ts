@@ -12,7 +12,8 @@
 import { randomBytes } from "node:crypto";
 import type { GetMessage } from "amqplib";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { OutboxRelay, brokerNodeLabel } from "../../src/index.js";
+import { OutboxRelay } from "../../src/index.js";
+import { brokerNodeLabel } from "../../src/amqp/broker-connection.js";
 import { cluster, killNode, restartNode } from "../support/cluster.js";
 import { type OutboxTableRow, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, eventually, sleep } from "../support/outbox.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";

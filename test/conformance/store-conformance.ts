@@ -53,7 +53,7 @@ import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { type IncomingMessage, InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
 import type { InboxClaim, Store, StoreTransaction } from "../../src/core/store.js";
-import { purgeExpiredDedupRecords } from "../../src/retention/index.js";
+import { purgeExpiredDedupRecords } from "../../src/operations.js";
 import { type InboxOperations, hasOperations } from "../../src/store/operations.js";
 import { incomingMessage } from "../support/messages.js";
 

@@ -16,7 +16,8 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
-import { type InboxHandler, InboxPipeline } from "../../src/index.js";
+import type { InboxHandler } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
 import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { haBroker, galera } from "../support/ha-clusters.js";
 import { HA_PARTITIONS, HaLedgerRun } from "../support/ha-ledger.js";

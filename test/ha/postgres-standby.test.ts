@@ -9,7 +9,8 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { InboxConsumer, type InboxHandler, type Outcome } from "../../src/index.js";
+import { InboxConsumer, type InboxHandler } from "../../src/index.js";
+import type { Outcome } from "../../src/core/outcome.js";
 import { PostgresStore, type PgClient } from "../../src/store/postgres/index.js";
 import { deleteConsumerQueues, messagesReady, publishAll, waitFor } from "../support/broker.js";
 import { haBroker, postgresPair } from "../support/ha-clusters.js";

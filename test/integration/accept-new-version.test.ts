@@ -7,7 +7,8 @@
  * and MySQL/MariaDB.
  */
 import { describe, expect, it } from "vitest";
-import { type InboxHandler, type Outcome, outboxMessageId } from "../../src/index.js";
+import { type InboxHandler, outboxMessageId } from "../../src/index.js";
+import type { Outcome } from "../../src/core/outcome.js";
 import { fingerprintOf } from "../../src/core/fingerprint.js";
 import { HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 import { TEST_DATABASES } from "../support/test-databases.js";

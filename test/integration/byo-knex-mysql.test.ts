@@ -2,7 +2,9 @@
 import knexFactory, { type Knex } from "knex";
 import { describe, expect, it } from "vitest";
 import { KNEX_INBOX_QUERY_CONTEXT, fromKnexMysql, knexStore } from "../../src/adapters/knex.js";
-import { InboxConfigError, InboxPipeline, silentLogger } from "../../src/index.js";
+import { InboxConfigError } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { describeByoTransactionMysql } from "../support/byo-transaction-mysql.js";
 import { createMysqlDatabase, mysqlUrl, pgUrl } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";

@@ -2,7 +2,8 @@
 import knexFactory, { type Knex } from "knex";
 import { describe, expect, it } from "vitest";
 import { KNEX_INBOX_QUERY_CONTEXT, fromKnex, knexStore } from "../../src/adapters/knex.js";
-import { InboxPipeline, silentLogger } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { describeByoTransaction } from "../support/byo-transaction.js";
 import { createPgSchema } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";

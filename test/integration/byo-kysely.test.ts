@@ -3,7 +3,8 @@ import { CamelCasePlugin, Kysely, PostgresDialect, type Transaction, sql } from 
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { fromKysely, kyselyStore } from "../../src/adapters/kysely.js";
-import { InboxPipeline, silentLogger } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { describeByoTransaction } from "../support/byo-transaction.js";
 import { createPgSchema } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";

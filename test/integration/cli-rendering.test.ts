@@ -4,8 +4,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { payloadLines, sideBySide } from "../../src/quarantine/side-by-side.js";
-import { decodePayload, payloadChanges, replayMessage } from "../../src/quarantine/index.js";
-import type { AuditRecord, QuarantineDetail } from "../../src/quarantine/index.js";
+import { decodePayload, payloadChanges } from "../../src/quarantine/payload-diff.js";
+import { replayMessage } from "../../src/quarantine/replay.js";
+import type { AuditRecord, QuarantineDetail } from "../../src/operations.js";
 
 describe("payload differences", () => {
   it("lists changed, added and removed paths in order, through objects and arrays", () => {

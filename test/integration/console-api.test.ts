@@ -9,7 +9,7 @@ import { request } from "node:http";
 import express from "express";
 import Fastify from "fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { type ConsoleOptions, createConsoleHandler } from "../../src/console/index.js";
+import { type ConsoleOptions, createConsoleHandler } from "../../src/operations.js";
 import { deleteQueues, drainQueue, withChannel, amqpUrl } from "../support/broker.js";
 import { TEST_TOKEN, startConsole } from "../support/console-server.js";
 import { outboxTableAt } from "../support/outbox.js";

@@ -8,9 +8,12 @@ import { randomBytes } from "node:crypto";
 import type { GetMessage, Message } from "amqplib";
 import { afterEach, describe, expect, it } from "vitest";
 import {
-  type BatchRejection, type EventKey, InboxConfigError, InboxConsumer, type InboxHandler, type PipelineHook, RetryLaterError, type Store, TransientStoreError,
-  createJsonLogger, quorumQueueArguments, silentLogger,
+  type BatchRejection, InboxConfigError, InboxConsumer, type InboxHandler, RetryLaterError, type Store, TransientStoreError, createJsonLogger,
 } from "../../src/index.js";
+import type { EventKey } from "../../src/core/event.js";
+import type { PipelineHook } from "../../src/core/hooks.js";
+import { quorumQueueArguments } from "../../src/amqp/topology.js";
+import { silentLogger } from "../../src/core/logger.js";
 import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import {

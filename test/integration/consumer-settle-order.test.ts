@@ -7,9 +7,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
-import {
-  InboxConsumer, type InboxHandler, type Outcome, retryQueueName,
-} from "../../src/index.js";
+import { InboxConsumer, type InboxHandler } from "../../src/index.js";
+import type { Outcome } from "../../src/core/outcome.js";
+import { retryQueueName } from "../../src/amqp/topology.js";
 import type { PgClient } from "../../src/store/postgres/index.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import { amqpUrl, deleteConsumerQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";

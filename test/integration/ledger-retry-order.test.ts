@@ -8,7 +8,9 @@
 import { describe, expect, it } from "vitest";
 import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
 import { openLedgerDatabase } from "../../examples/ledger/ledger-database.js";
-import { type EventKey, InboxConsumer, silentLogger } from "../../src/index.js";
+import type { EventKey } from "../../src/core/event.js";
+import { InboxConsumer } from "../../src/index.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { amqpUrl, waitFor } from "../support/broker.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 

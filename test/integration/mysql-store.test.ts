@@ -12,9 +12,9 @@ import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { type IncomingMessage, InboxPipeline } from "../../src/core/pipeline.js";
 import type { RetryPolicy } from "../../src/core/retry-policy.js";
-import {
-  type MysqlConnection, type MysqlIsolationLevel, type MysqlPool, type MysqlResultHeader, type MysqlValue, MysqlStore, classifyMysqlError, isMysqlConnectionLoss,
-} from "../../src/store/mysql/index.js";
+import { type MysqlConnection, type MysqlPool, MysqlStore } from "../../src/store/mysql/index.js";
+import type { MysqlIsolationLevel, MysqlResultHeader, MysqlValue } from "../../src/store/mysql/driver.js";
+import { classifyMysqlError, isMysqlConnectionLoss } from "../../src/store/mysql/errors.js";
 import { MysqlDriver } from "../../src/store/mysql/driver.js";
 import { mysqlLeasedWrite } from "../../src/store/mysql/outbox.js";
 import { type TestMysqlDatabase, createMysqlDatabase, randomName } from "../support/databases.js";

@@ -10,7 +10,7 @@ import { type CanActivate, type ExecutionContext, type INestApplication, Injecta
 import { NestFactory } from "@nestjs/core";
 import { FastifyAdapter } from "@nestjs/platform-fastify";
 import { afterEach, describe, expect, it } from "vitest";
-import { createConsoleHandler } from "../../src/console/index.js";
+import { createConsoleHandler } from "../../src/operations.js";
 import { RabbitInboxConsoleModule } from "../../src/nestjs/index.js";
 import { type RetentionFixture, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 import { onSelectedDatabases } from "../support/test-databases.js";

@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { InboxPipeline, OutboxRelay, type OutboxRelayOptions, silentLogger } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import { OutboxRelay, type OutboxRelayOptions } from "../../src/index.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { closeConnectionsNamed } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {

@@ -1,5 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { type InboxHandler, InboxPipeline, type OutboxClaim, OutboxRelay, type RelayFaultPoint, type RelayHook, silentLogger } from "../../src/index.js";
+import { type InboxHandler, OutboxRelay } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import type { OutboxClaim } from "../../src/outbox/outbox-store.js";
+import type { RelayFaultPoint, RelayHook } from "../../src/outbox/outbox-relay-options.js";
+import { silentLogger } from "../../src/core/logger.js";
 import type { ClaimOptions } from "../../src/outbox/outbox-store.js";
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";

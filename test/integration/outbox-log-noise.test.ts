@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { InboxPipeline, type InboxHandler, type Logger, OutboxRelay } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import { type InboxHandler, type Logger, OutboxRelay } from "../../src/index.js";
 import { incomingMessage } from "../support/messages.js";
 import { amqpUrl } from "../support/broker.js";
 import {

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import {
-  InboxConsumer, InboxPipeline, type Outcome, OutboxRelay, outboxMessageId, readId, silentLogger,
-} from "../../src/index.js";
+import { InboxConsumer, OutboxRelay, outboxMessageId, readId } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import type { Outcome } from "../../src/core/outcome.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl, deleteConsumerQueues, withChannel } from "../support/broker.js";
 import { createSqliteFile } from "../support/databases.js";

@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { InboxPipeline, type InboxHandler, OutboxRelay, type OutboxRelayOptions, outboxMessageId, silentLogger } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import { type InboxHandler, OutboxRelay, type OutboxRelayOptions, outboxMessageId } from "../../src/index.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import {

@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { OutboxRelay, silentLogger } from "../../src/index.js";
+import { OutboxRelay } from "../../src/index.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { amqpUrl } from "../support/broker.js";
 import {
   ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, deleteExchanges, eventually, randomExchangeName, sleep,

@@ -11,7 +11,7 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { quorumQueueArguments } from "../../src/index.js";
+import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { Store } from "../../src/index.js";
 import { amqpUrl, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
 import { createPgSchema, openPostgresStore } from "../support/databases.js";

@@ -1,7 +1,10 @@
 /** PostgreSQL-specific behaviour of the store that the shared conformance suite cannot express. */
 import type pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
-import { InboxPipeline, type InboxHandler, type Outcome, silentLogger } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import type { InboxHandler } from "../../src/index.js";
+import type { Outcome } from "../../src/core/outcome.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { createPgSchema, openPostgresStore } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";

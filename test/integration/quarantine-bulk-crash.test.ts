@@ -11,7 +11,7 @@ import type { ChildProcess } from "node:child_process";
 import { afterEach, describe, expect, it } from "vitest";
 import type { IncomingMessage } from "../../src/core/pipeline.js";
 import { fingerprintOf } from "../../src/core/fingerprint.js";
-import { quarantineGroups } from "../../src/index.js";
+import { quarantineGroups } from "../../src/operations.js";
 import { amqpUrl, deleteQueues, messagesReady, withChannel } from "../support/broker.js";
 import { runRabbitInbox, spawnRabbitInbox } from "../support/rabbit-inbox-cli.js";
 import { HANDLER, delivery, retentionFixture } from "../support/retention-fixture.js";

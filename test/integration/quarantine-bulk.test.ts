@@ -9,10 +9,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { PermanentEventError } from "../../src/core/errors.js";
-import { purgeExpiredDedupRecords } from "../../src/retention/index.js";
+import { purgeExpiredDedupRecords } from "../../src/operations.js";
 import {
-  AmqpReplayPublisher, type BulkResult, type QuarantineDetail, bulkDiscard, bulkReplay, groupKeyOfEntry, quarantineGroups, replayMessage,
-} from "../../src/index.js";
+  AmqpReplayPublisher, type BulkResult, type QuarantineDetail, bulkDiscard, bulkReplay, quarantineGroups,
+} from "../../src/operations.js";
+import { groupKeyOfEntry } from "../../src/quarantine/quarantine-cause.js";
+import { replayMessage } from "../../src/quarantine/replay.js";
 import { amqpUrl, deleteQueues, drainQueue, withChannel } from "../support/broker.js";
 import { HANDLER, type RetentionFixture, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 import { TEST_DATABASES } from "../support/test-databases.js";

@@ -8,7 +8,7 @@ import mysql from "mysql2/promise";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { Outcome } from "../../src/core/outcome.js";
-import { RetentionGuardError, purgeExpiredDedupRecords } from "../../src/retention/index.js";
+import { RetentionGuardError, purgeExpiredDedupRecords } from "../../src/operations.js";
 import type { MysqlStore } from "../../src/store/mysql/index.js";
 import { pgUrl } from "../support/databases.js";
 import { HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";

@@ -4,7 +4,10 @@
  * quarantined with the handler's reason once it has none; the rest of the batch applies once.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { type BatchRejection, InboxPipeline, type InboxHandler, type Outcome, RetryLaterError, silentLogger } from "../../src/index.js";
+import { type BatchRejection, type InboxHandler, RetryLaterError } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import type { Outcome } from "../../src/core/outcome.js";
+import { silentLogger } from "../../src/core/logger.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import { incomingMessage } from "../support/messages.js";
 import { type SqliteWithEffects, sqliteWithEffects } from "../support/sqlite-effects.js";

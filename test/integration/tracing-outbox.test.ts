@@ -7,7 +7,8 @@
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
-import { InboxConsumer, type InboxHandler, OutboxRelay, PermanentEventError, silentLogger } from "../../src/index.js";
+import { InboxConsumer, type InboxHandler, OutboxRelay, PermanentEventError } from "../../src/index.js";
+import { silentLogger } from "../../src/core/logger.js";
 import { amqpUrl, deleteConsumerQueues, drainQueue, publishAll, waitFor } from "../support/broker.js";
 import { ExchangeTap, type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, randomExchangeName } from "../support/outbox.js";
 import { parentSpanId, parseTraceparent, producerTraceparent, registerTracingSdk } from "../support/tracing-sdk.js";

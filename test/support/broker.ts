@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import amqp from "amqplib";
-import { retryQueueName } from "../../src/index.js";
+import { retryQueueName } from "../../src/amqp/topology.js";
 
 const run = promisify(execFile);
 

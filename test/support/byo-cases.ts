@@ -7,7 +7,9 @@
  */
 import { randomBytes } from "node:crypto";
 import { expect, it } from "vitest";
-import { InboxConsumer, type InboxHandler, InboxPipeline, PermanentEventError, silentLogger } from "../../src/index.js";
+import { InboxConsumer, type InboxHandler, PermanentEventError } from "../../src/index.js";
+import { InboxPipeline } from "../../src/core/pipeline.js";
+import { silentLogger } from "../../src/core/logger.js";
 import type { Store } from "../../src/core/store.js";
 import { amqpUrl, deleteConsumerQueues, publishAll, waitFor } from "./broker.js";
 import { incomingMessage } from "./messages.js";

@@ -1,7 +1,7 @@
 import { type Server, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach } from "vitest";
-import { type ConsoleOptions, createConsoleHandler } from "../../src/console/index.js";
+import { type ConsoleOptions, createConsoleHandler } from "../../src/operations.js";
 
 /** A console served on a free loopback port for one test; stopped after it. */
 export interface ConsoleServer {

@@ -10,7 +10,8 @@
  * Prints `consumer: started` once consuming. SIGTERM drains and exits 0.
  */
 import { writeSync } from "node:fs";
-import { InboxConsumer, type InboxHandler, createJsonLogger, openStore, quorumQueueArguments } from "../../src/index.js";
+import { InboxConsumer, type InboxHandler, createJsonLogger, openStore } from "../../src/index.js";
+import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { PgClient } from "../../src/store/postgres/index.js";
 import type { SqliteDatabase } from "../../src/store/sqlite/index.js";
 import { amqpUrl } from "./broker.js";

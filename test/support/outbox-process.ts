@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import type { RelayFaultPoint } from "../../src/index.js";
+import type { RelayFaultPoint } from "../../src/outbox/outbox-relay-options.js";
 import { amqpUrl } from "./broker.js";
 import { eventually } from "./outbox.js";
 

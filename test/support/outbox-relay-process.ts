@@ -14,7 +14,9 @@
  * Prints `relay: started` once running. SIGTERM stops the relay (drains) and exits 0.
  */
 import { writeSync } from "node:fs";
-import { OutboxRelay, type RelayFaultPoint, createJsonLogger, describeError, openStore } from "../../src/index.js";
+import { OutboxRelay, createJsonLogger, openStore } from "../../src/index.js";
+import type { RelayFaultPoint } from "../../src/outbox/outbox-relay-options.js";
+import { describeError } from "../../src/core/errors.js";
 import { amqpUrl } from "./broker.js";
 
 async function main(): Promise<void> {

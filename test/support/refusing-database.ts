@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { expect } from "vitest";
-import { InboxConsumer, type InboxHandler, type Outcome, type Store, retryQueueName } from "../../src/index.js";
+import { InboxConsumer, type InboxHandler, type Store } from "../../src/index.js";
+import type { Outcome } from "../../src/core/outcome.js";
+import { retryQueueName } from "../../src/amqp/topology.js";
 import { deleteConsumerQueues, messagesReady, publishAll, waitFor } from "./broker.js";
 import { type LogLine, collectingLogger } from "./sqlite-effects.js";
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { InvalidEventError, decodeJsonBody } from "../../src/index.js";
+import { InvalidEventError } from "../../src/index.js";
+import { decodeJsonBody } from "../../src/core/decode.js";
 import { parseLedgerEvent } from "../../examples/ledger/events.js";
 import { badInputCorpus, validControls } from "../corpus/bad-input-corpus.js";
 

@@ -4,7 +4,8 @@ import { toPositional } from "../../src/adapters/placeholders.js";
 import { lazyModule } from "../../src/adapters/lazy-module.js";
 import { prismaDriverError } from "../../src/adapters/prisma.js";
 import { CommitOutcomeUnknownError, InboxConfigError, PermanentEventError, TransientStoreError } from "../../src/core/errors.js";
-import { classifyPostgresError, postgresMigrations } from "../../src/store/postgres/index.js";
+import { classifyPostgresError } from "../../src/store/postgres/errors.js";
+import { postgresMigrations } from "../../src/store/postgres/index.js";
 import { timestampOf } from "../../src/store/postgres/columns.js";
 import { splitMigrationStatements } from "../../src/store/postgres/migrations.js";
 

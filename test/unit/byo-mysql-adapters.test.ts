@@ -7,7 +7,8 @@ import { knexDialectOf } from "../../src/adapters/knex-mysql.js";
 import { mysqlResultOf } from "../../src/adapters/mysql-result.js";
 import { prismaDialectOf, prismaMysqlDriverError } from "../../src/adapters/prisma-mysql.js";
 import { CommitOutcomeUnknownError, InboxConfigError, PermanentEventError, TransientStoreError } from "../../src/core/errors.js";
-import { classifyMysqlError, mysqlExecutorDialect } from "../../src/store/mysql/index.js";
+import { classifyMysqlError } from "../../src/store/mysql/errors.js";
+import { mysqlExecutorDialect } from "../../src/store/mysql/executor-dialect.js";
 import type { SqlQuery, SqlStatement } from "../../src/store/sql/sql-query.js";
 
 describe("mysqlResultOf", () => {

@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { InboxConsumer, type InboxConsumerOptions } from "../../src/amqp/inbox-consumer.js";
-import { createConsoleHandler } from "../../src/console/index.js";
+import { createConsoleHandler } from "../../src/operations.js";
 import { InboxConfigError } from "../../src/core/errors.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { checkNumber } from "../../src/core/option-checks.js";

@@ -1,5 +1,4 @@
-export { PostgresStore, type PostgresStoreOptions } from "./store.js";
-export type { PgClient, PgPool, PgQueryResult } from "./driver.js";
-export { PostgresExecutorStore, type PostgresExecutorStoreOptions, type PostgresExecutor } from "./executor-store.js";
-export { classifyPostgresError, isPostgresConnectionLoss } from "./errors.js";
+export { PostgresStore, type PostgresStoreOptions, type PostgresConnectOptions } from "./store.js";
+export type { PgClient, PgPool } from "./driver.js";
 export { postgresMigrations } from "./migrations.js";
+export { PostgresExecutorStore, type PostgresExecutorStoreOptions, type PostgresExecutor } from "./executor-store.js";

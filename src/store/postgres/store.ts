@@ -24,6 +24,12 @@ export interface PostgresStoreOptions<C extends PgClient> {
   maxConcurrentTransactions?: number;
 }
 
+/** Options of PostgresStore.connect, on top of the store's. */
+export interface PostgresConnectOptions extends Omit<PostgresStoreOptions<PgClient>, "pool"> {
+  /** Clients in the pool (on each node, with several). Default 10. */
+  poolSize?: number;
+}
+
 /** `"schema".`, the prefix of every table name, or empty for the connection's search_path. */
 export function schemaPrefix(schema: string | undefined): string {
   return schema ? `"${schema.replace(/"/g, '""')}".` : "";
@@ -63,10 +69,7 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
    * `target_session_attrs` (`read-write` by default): the store then works on the first node that
    * fits, and finds the new one after a failover (MultiHostPgPool).
    */
-  static async connect(
-    connectionString: string,
-    options: Omit<PostgresStoreOptions<PgClient>, "pool"> & { poolSize?: number } = {},
-  ): Promise<PostgresStore> {
+  static async connect(connectionString: string, options: PostgresConnectOptions = {}): Promise<PostgresStore> {
     const pg = await loadDriver<{ Pool: new (config: object) => PgPool }>("pg", "the PostgreSQL store");
     const max = options.poolSize ?? 10;
     const logger = options.logger ?? silentLogger;
