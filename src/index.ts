@@ -15,7 +15,7 @@ export type { Migration } from "./store/migration.js";
 export { InboxConsumer, type InboxConsumerOptions, type OutcomeCounts, type PartitionOptions } from "./amqp/inbox-consumer.js";
 export type { ConsumerHealth, RelayHealth } from "./observability/health.js";
 export type { MetricsOptions } from "./observability/inbox-metrics.js";
-export type { ProcessSpans } from "./observability/process-spans.js";
+export type { ProcessSpans } from "./core/instrumentation.js";
 export { type BrokerUrls, BrokerConnector, type BrokerLink, brokerUrlList, brokerNodeLabel } from "./amqp/broker-connection.js";
 export { assignPartitions } from "./amqp/partition-assignment.js";
 export { ConfirmedPublisher } from "./amqp/confirmed-publisher.js";

@@ -5,7 +5,8 @@ import type { ThrottledLogger } from "../core/log-throttle.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { InboxPipeline } from "../core/pipeline.js";
-import { endProcessSpansSoon, failProcessSpans, startProcessSpans } from "../observability/message-trace.js";
+import type { Instrumentation } from "../core/instrumentation.js";
+import { openTelemetryInstrumentation } from "../observability/message-trace.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
 import type { ConsumerHealth } from "../observability/health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
@@ -48,6 +49,7 @@ export class InboxConsumer<E, Tx> {
   private readonly gate: BackpressureGate | undefined;
   private readonly settler: DeliverySettler;
   private readonly metrics: ConsumerMetrics;
+  private readonly instrumentation: Instrumentation = openTelemetryInstrumentation;
   private readonly callbackLog: ThrottledLogger;
   /** By queue name, on the current session: the work queue, or the partitions this replica holds. */
   private consumers = new Map<string, QueueConsumer>();
@@ -68,7 +70,7 @@ export class InboxConsumer<E, Tx> {
     const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
     this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
       node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) }, callbacks);
-    this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics, (d) => retryAttemptOf(d.headers, d.queue) < this.settings.retryDelays.length));
+    this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics, this.instrumentation, (d) => retryAttemptOf(d.headers, d.queue) < this.settings.retryDelays.length));
     const connector = new BrokerConnector(options.url, {
       connectionName: options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}`,
     });
@@ -223,17 +225,17 @@ export class InboxConsumer<E, Tx> {
     let outcomes: Outcome[];
     const messages = batch.map((d) => d.incoming);
     const handler = this.pipeline.handlerName;
-    startProcessSpans(batch, (d) => ({ queue: d.consumer.queue, routingKey: d.message.fields.routingKey, deliveryTag: d.message.fields.deliveryTag, handler }), this.settings.processSpans);
+    this.instrumentation.startDeliveries(batch, (d) => ({ queue: d.consumer.queue, routingKey: d.message.fields.routingKey, deliveryTag: d.message.fields.deliveryTag, handler }), this.settings.processSpans);
     try {
       outcomes = await this.pipeline.process(messages);
     } catch (error) {
-      failProcessSpans(messages, error);
+      this.instrumentation.deliveriesFailed(messages, error);
       this.stopOnError(error, batch);
       return;
     }
     // The spans end with each delivery's settled outcome, even when a callback throws meanwhile.
     let settled = outcomes;
-    try { settled = await this.settler.settle(batch, outcomes); } finally { endProcessSpansSoon(messages, settled); }
+    try { settled = await this.settler.settle(batch, outcomes); } finally { this.instrumentation.deliveriesSettled(messages, settled); }
   }
 
   /**

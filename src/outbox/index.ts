@@ -3,9 +3,9 @@ export { OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayH
 export type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement, OutboxSubscription } from "./outbox-store.js";
 export { OutboxSignal } from "./outbox-signal.js";
 export { type OutboxBackpressureOptions, outboxBackpressure } from "./outbox-backpressure.js";
-export { OutboxWriter, writeOutboxRecords } from "./outbox-writer.js";
-export { outboxMessageId } from "./message-id.js";
+export { OutboxWriter, writeOutboxRecords } from "../core/outbox-writer.js";
+export { outboxMessageId } from "../core/outbox-message-id.js";
 export { sendableRows } from "./ordered-claim.js";
 export { publishOptions } from "./relay-session.js";
-export type { OutboxJsonValue, OutboxPublish, OutboxPublishOptions } from "./publish-options.js";
-export { type PublishLimits, defaultPublishLimits } from "./publish-checks.js";
+export type { OutboxJsonValue, OutboxPublish, OutboxPublishOptions } from "../core/publish-options.js";
+export { type PublishLimits, defaultPublishLimits } from "../core/publish-checks.js";
