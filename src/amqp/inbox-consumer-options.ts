@@ -8,7 +8,7 @@ import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
 import { type PipelineOptions, checkPipelineOptions } from "../core/pipeline.js";
-import type { Store } from "../core/store.js";
+import type { Store } from "../core/store-contract/store.js";
 import type { MetricsOptions } from "../observability/inbox-metrics.js";
 import type { Instrumentation, ProcessSpans, TransactionMetrics } from "../core/instrumentation.js";
 import type { BrokerUrls } from "./broker-connection.js";

@@ -8,7 +8,7 @@ import { InboxPipeline } from "../core/pipeline.js";
 import type { Instrumentation } from "../core/instrumentation.js";
 import { openTelemetryInstrumentation } from "../observability/message-trace.js";
 import { reconnectPolicy } from "../core/retry-policy.js";
-import type { ConsumerHealth } from "../observability/health.js";
+import type { ConsumerHealth } from "./consumer-health.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
 import { consumerMetricsFor } from "../observability/metrics-for.js";
 import { BackpressureGate } from "./backpressure-gate.js";

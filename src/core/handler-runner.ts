@@ -6,7 +6,7 @@ import type { IncomingMessage } from "./incoming-message.js";
 import type { Instrumentation } from "./instrumentation.js";
 import type { Ready } from "./prepared-message.js";
 import type { Refusal } from "./refusal.js";
-import type { StoreTransaction } from "./store.js";
+import type { StoreTransaction } from "./store-contract/store.js";
 import type { OutboxWriter } from "./outbox-writer.js";
 import type { OutboxPublish } from "./publish-options.js";
 

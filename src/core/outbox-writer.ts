@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { InboxConfigError, InvalidPublishError } from "./errors.js";
 import { type Instrumentation, noInstrumentation } from "./instrumentation.js";
-import type { OutboxRecord, OutboxSource, StoreTransaction } from "./store.js";
+import type { OutboxRecord, OutboxSource, StoreTransaction } from "./store-contract/store.js";
 import { outboxMessageId } from "./outbox-message-id.js";
 import { type PublishLimits, checkBodySize, checkHeaders, checkShortString, defaultPublishLimits } from "./publish-checks.js";
 import type { OutboxPublish, OutboxPublishOptions } from "./publish-options.js";

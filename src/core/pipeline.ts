@@ -16,7 +16,7 @@ import { RedeliveryCounter } from "./redelivery-counter.js";
 import { type Refusal, type SetAside, setAside } from "./refusal.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
 import { type WorkResult, transactionOrRollBack } from "./rollback.js";
-import type { Store } from "./store.js";
+import type { Store } from "./store-contract/store.js";
 import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
 import type { StaleFenceOptions } from "./event-time.js";
 import { type PublishLimits, defaultPublishLimits } from "./publish-checks.js";

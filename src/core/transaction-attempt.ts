@@ -9,7 +9,7 @@ import type { OutcomeRecords } from "./outcome-records.js";
 import type { Prepared, Ready } from "./prepared-message.js";
 import { type Refusal, type SetAside, setAside } from "./refusal.js";
 import type { WorkResult } from "./rollback.js";
-import type { ClaimResult, OutboxSource, QuarantineRecord, Store, StoreTransaction } from "./store.js";
+import type { ClaimResult, OutboxSource, QuarantineRecord, Store, StoreTransaction } from "./store-contract/store.js";
 import { OutboxWriter, writeOutboxRecords } from "./outbox-writer.js";
 import type { PublishLimits } from "./publish-checks.js";
 

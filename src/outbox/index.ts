@@ -1,7 +1,7 @@
 export { Outbox, type OutboxTransactionOptions } from "./outbox.js";
 export { OutboxRelay, type OutboxRelayOptions, type RelayFaultPoint, type RelayHook, type RelayRound } from "./outbox-relay.js";
-export type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement, OutboxSubscription } from "./outbox-store.js";
-export { OutboxSignal } from "./outbox-signal.js";
+export type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement, OutboxSubscription } from "../core/store-contract/outbox-relay-store.js";
+export { OutboxSignal } from "../core/store-contract/outbox-signal.js";
 export { type OutboxBackpressureOptions, outboxBackpressure } from "./outbox-backpressure.js";
 export { OutboxWriter, writeOutboxRecords } from "../core/outbox-writer.js";
 export { outboxMessageId } from "../core/outbox-message-id.js";

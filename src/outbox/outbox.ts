@@ -1,4 +1,4 @@
-import type { OutboxSource, Store } from "../core/store.js";
+import type { OutboxSource, Store } from "../core/store-contract/store.js";
 import { OutboxWriter, writeOutboxRecords } from "../core/outbox-writer.js";
 import { type PublishLimits, defaultPublishLimits } from "../core/publish-checks.js";
 import type { OutboxPublish } from "../core/publish-options.js";

@@ -1,5 +1,5 @@
 import { type BulkProgress, type BulkResult, checkBulkOptions, emptyBulkResult, forEachConcurrently, progressOf } from "./bulk-operation.js";
-import type { QuarantineAdmin, QuarantineFilter } from "./quarantine-admin.js";
+import type { QuarantineAdmin, QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
 import { QuarantineOperationError } from "./quarantine-operation-error.js";
 import { selectQuarantineEntries } from "./quarantine-selection.js";
 import { describeError } from "../core/errors.js";

@@ -1,4 +1,4 @@
-import type { QuarantineAdmin, QuarantineDetail } from "./quarantine-admin.js";
+import type { QuarantineAdmin, QuarantineDetail } from "../core/store-contract/quarantine-admin.js";
 import { QuarantineOperationError } from "./quarantine-operation-error.js";
 import { noSuchEntry } from "./resolution-rules.js";
 import { type PayloadChange, decodePayload, payloadChanges } from "./payload-diff.js";

@@ -1,4 +1,4 @@
-import type { AuditRecord, QuarantineAdmin } from "./quarantine-admin.js";
+import type { AuditRecord, QuarantineAdmin } from "../core/store-contract/quarantine-admin.js";
 
 /**
  * Discards a quarantine entry: it stops blocking cleanup and is never replayed. The entry stays

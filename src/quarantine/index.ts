@@ -1,7 +1,7 @@
 export type {
   AuditLogPage, AuditRecord, QuarantineAction, QuarantineAdmin, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus,
   ResolutionRequest, StoredVersion,
-} from "./quarantine-admin.js";
+} from "../core/store-contract/quarantine-admin.js";
 export { QuarantineOperationError } from "./quarantine-operation-error.js";
 export { type DecisionTaken, QuarantineDecisionTakenError } from "./quarantine-decision-taken-error.js";
 export { type ConflictDiff, type VersionView, diffConflict } from "./conflict-diff.js";
@@ -12,7 +12,7 @@ export {
 } from "./replay.js";
 export { discardQuarantineEntry } from "./discard.js";
 export { AmqpReplayPublisher } from "./amqp-replay-publisher.js";
-export type { QuarantineCauseCount } from "./quarantine-admin.js";
+export type { QuarantineCauseCount } from "../core/store-contract/quarantine-admin.js";
 export { CAUSE_PREFIX_CHARS, groupKeyOf, groupKeyOfEntry, normaliseCause } from "./quarantine-cause.js";
 export { type QuarantineGroup, quarantineGroups } from "./quarantine-groups.js";
 export { selectQuarantineEntries } from "./quarantine-selection.js";

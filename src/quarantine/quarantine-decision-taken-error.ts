@@ -1,5 +1,5 @@
 import { catalogued } from "../core/error-catalogue.js";
-import type { AuditRecord } from "./quarantine-admin.js";
+import type { AuditRecord } from "../core/store-contract/quarantine-admin.js";
 import { QuarantineOperationError } from "./quarantine-operation-error.js";
 
 /** Where the decision that stands in the way is: still running, or done. */

@@ -1,6 +1,6 @@
 import type { Options } from "amqplib";
 import { describeError } from "../core/errors.js";
-import type { AuditRecord, QuarantineAdmin, QuarantineDetail } from "./quarantine-admin.js";
+import type { AuditRecord, QuarantineAdmin, QuarantineDetail } from "../core/store-contract/quarantine-admin.js";
 import { QuarantineOperationError } from "./quarantine-operation-error.js";
 import { noSuchEntry } from "./resolution-rules.js";
 

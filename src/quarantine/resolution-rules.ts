@@ -1,4 +1,4 @@
-import type { AuditRecord, QuarantineDetail, ResolutionRequest } from "./quarantine-admin.js";
+import type { AuditRecord, QuarantineDetail, ResolutionRequest } from "../core/store-contract/quarantine-admin.js";
 import { QuarantineDecisionTakenError } from "./quarantine-decision-taken-error.js";
 import { QuarantineOperationError } from "./quarantine-operation-error.js";
 

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type InboxHandler, InboxPipeline, type OutboxClaim, OutboxRelay, type RelayFaultPoint, type RelayHook, silentLogger } from "../../src/index.js";
-import type { ClaimOptions } from "../../src/outbox/outbox-store.js";
+import type { ClaimOptions } from "../../src/core/store-contract/outbox-relay-store.js";
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import { RelayProcess } from "../support/outbox-process.js";

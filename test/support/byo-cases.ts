@@ -8,7 +8,7 @@
 import { randomBytes } from "node:crypto";
 import { expect, it } from "vitest";
 import { InboxConsumer, type InboxHandler, InboxPipeline, PermanentEventError, silentLogger } from "../../src/index.js";
-import type { Store } from "../../src/core/store.js";
+import type { Store } from "../../src/core/store-contract/store.js";
 import { amqpUrl, deleteConsumerQueues, publishAll, waitFor } from "./broker.js";
 import { incomingMessage } from "./messages.js";
 

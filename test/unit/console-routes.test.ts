@@ -19,7 +19,7 @@ import { errorCatalogue } from "../../src/core/error-catalogue.js";
 import { QuarantineDecisionTakenError } from "../../src/quarantine/quarantine-decision-taken-error.js";
 import { QuarantineOperationError } from "../../src/quarantine/quarantine-operation-error.js";
 import { checkResolvable } from "../../src/quarantine/resolution-rules.js";
-import type { QuarantineDetail } from "../../src/quarantine/quarantine-admin.js";
+import type { QuarantineDetail } from "../../src/core/store-contract/quarantine-admin.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const caught = (fn: () => unknown): unknown => {
