@@ -2,7 +2,7 @@ export * from "./core/errors.js";
 export { type EventKey, type ParsedEvent, readId, defaultEventKey, MAX_ID_LENGTH } from "./core/event.js";
 export { canonicalJson, fingerprintOf } from "./core/fingerprint.js";
 export type { DeliveryInfo, HandlerContext, InboxHandler, BatchItem, BatchRejection } from "./core/handler.js";
-export type { FaultPoint, PipelineHook } from "./core/hooks.js";
+export type { FaultPoint, PipelineHook } from "./core/pipeline.js";
 export { type Logger, type LogLevel, createJsonLogger, silentLogger, redactSecrets } from "./core/logger.js";
 export { escapeControlCharacters, escapeJsonControlCharacters } from "./core/control-characters.js";
 export type { Outcome, OutcomeKind } from "./core/outcome.js";

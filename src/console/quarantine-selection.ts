@@ -1,5 +1,5 @@
 import type { BulkProgress, BulkResult } from "../quarantine/bulk-operation.js";
-import { bulkDiscard } from "../quarantine/bulk-discard.js";
+import { bulkDiscard } from "../quarantine/discard.js";
 import { bulkReplay } from "../quarantine/bulk-replay.js";
 import type { QuarantineAdmin, QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
 import { type QuarantineGroup, quarantineGroups } from "../quarantine/quarantine-groups.js";

@@ -3,7 +3,6 @@ import { InboxConfigError, PermanentEventError, RetryLaterError, describeError, 
 import { type EventKey, eventKeyString } from "./event.js";
 import { type FailureAction, decideFailure } from "./failure-table.js";
 import type { DeliveryInfo, InboxHandler } from "./handler.js";
-import type { PipelineHook } from "./hooks.js";
 import { type IncomingMessage, isRedelivery } from "./incoming-message.js";
 import { type Instrumentation, type TransactionMetrics, noInstrumentation, noTransactionMetrics } from "./instrumentation.js";
 import { type ThrottledLogger, throttleRepeats } from "./log-throttle.js";
@@ -22,6 +21,15 @@ import type { StaleFenceOptions } from "./event-time.js";
 import { type PublishLimits, defaultPublishLimits } from "./publish-checks.js";
 
 export type { IncomingMessage } from "./incoming-message.js";
+
+/** The three failure windows (before commit, after commit before the ack, after the ack), as points where a test or a drill can inject a fault. */
+export type FaultPoint = "before-commit" | "after-commit" | "after-ack";
+
+/**
+ * Called by the pipeline at each failure window with one entry per delivery of the batch (null when the message could not be identified)
+ * reaching it. A hook may throw (before-commit: rolls back), exit the process, or never resolve.
+ */
+export type PipelineHook = (point: FaultPoint, keys: ReadonlyArray<EventKey | null>) => Promise<void> | void;
 
 export interface PipelineOptions<E, Tx> {
   store: Store<Tx>;

@@ -1,7 +1,7 @@
 import type { FactoryProvider, ModuleMetadata } from "@nestjs/common";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Backpressure } from "../core/backpressure.js";
-import type { PipelineHook } from "../core/hooks.js";
+import type { PipelineHook } from "../core/pipeline.js";
 import type { Logger } from "../core/logger.js";
 import type { Store } from "../core/store-contract/store.js";
 import type { MetricsOptions } from "../observability/inbox-metrics.js";

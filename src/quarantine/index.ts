@@ -2,8 +2,7 @@ export type {
   AuditLogPage, AuditRecord, QuarantineAction, QuarantineAdmin, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus,
   ResolutionRequest, StoredVersion,
 } from "../core/store-contract/quarantine-admin.js";
-export { QuarantineOperationError } from "./quarantine-operation-error.js";
-export { type DecisionTaken, QuarantineDecisionTakenError } from "./quarantine-decision-taken-error.js";
+export { type DecisionTaken, QuarantineDecisionTakenError, QuarantineOperationError } from "./quarantine-errors.js";
 export { type ConflictDiff, type VersionView, diffConflict } from "./conflict-diff.js";
 export { type PayloadChange, decodePayload, payloadChanges } from "./payload-diff.js";
 export {
@@ -18,4 +17,4 @@ export { type QuarantineGroup, quarantineGroups } from "./quarantine-groups.js";
 export { selectQuarantineEntries } from "./quarantine-selection.js";
 export { type BulkProgress, type BulkResult } from "./bulk-operation.js";
 export { type BulkReplayOptions, bulkReplay } from "./bulk-replay.js";
-export { type BulkDiscardOptions, bulkDiscard } from "./bulk-discard.js";
+export { type BulkDiscardOptions, bulkDiscard } from "./discard.js";

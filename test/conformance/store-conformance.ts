@@ -48,10 +48,9 @@ import { InvalidEventError, PermanentEventError, TransientStoreError } from "../
 import { type EventKey, defaultEventKey } from "../../src/core/event.js";
 import { fingerprintOf, sha256Hex } from "../../src/core/fingerprint.js";
 import type { BatchRejection, HandlerContext, InboxHandler } from "../../src/core/handler.js";
-import type { FaultPoint, PipelineHook } from "../../src/core/hooks.js";
 import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
-import { type IncomingMessage, InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
+import { type FaultPoint, type IncomingMessage, InboxPipeline, type PipelineHook, type PipelineOptions } from "../../src/core/pipeline.js";
 import type { InboxClaim, Store, StoreTransaction } from "../../src/core/store-contract/store.js";
 import { purgeExpiredDedupRecords } from "../../src/retention/index.js";
 import { type InboxOperations, hasOperations } from "../../src/core/store-contract/capabilities.js";
