@@ -18,7 +18,7 @@ import pg from "pg";
 import Database from "better-sqlite3";
 import { OutboxRelay } from "../src/index.js";
 import { silentLogger } from "../src/core/logger.js";
-import type { OutboxRelayStore } from "../src/outbox/outbox-store.js";
+import type { OutboxRelayStore } from "../src/core/store-contract/outbox-relay-store.js";
 import { MysqlStore } from "../src/store/mysql/index.js";
 import { PostgresStore } from "../src/store/postgres/index.js";
 import { SqliteStore } from "../src/store/sqlite/index.js";

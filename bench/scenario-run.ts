@@ -4,7 +4,8 @@
  * balance summed) and what the run measured.
  */
 import { randomBytes } from "node:crypto";
-import { type BenchDatabase, ACCOUNTS, adjustment, openBenchDatabase } from "./databases/bench-database.js";
+import { type BenchDatabase, ACCOUNTS, adjustment } from "./databases/bench-database.js";
+import { openBenchDatabase } from "./databases/open-bench-database.js";
 import {
   type CpuSplit, type LatencyRecorder, type RunResult, CpuProfiler, RssSampler, SystemCpuSampler, deleteQueues, expectedTotal, preparePublishedQueue, randomName, runPlainConsumer,
 } from "./harness.js";

@@ -5,14 +5,14 @@
 export { InboxConsumer, type InboxConsumerOptions } from "./amqp/inbox-consumer.js";
 export { OutboxRelay, type OutboxRelayOptions } from "./outbox/outbox-relay.js";
 export { Outbox } from "./outbox/outbox.js";
-export { outboxMessageId } from "./outbox/message-id.js";
-export type { OutboxPublish } from "./outbox/publish-options.js";
+export { outboxMessageId } from "./core/outbox-message-id.js";
+export type { OutboxPublish } from "./core/publish-options.js";
 export { outboxBackpressure } from "./outbox/outbox-backpressure.js";
 export type { Backpressure } from "./core/backpressure.js";
 export { type OpenStoreOptions, type UrlStore, openStore } from "./store/open-store.js";
 export { type DatabaseTarget, databaseTargetOf } from "./store/database-url.js";
-export type { Store, StoreTransaction } from "./core/store.js";
-export type { OutboxRelayStore } from "./outbox/outbox-store.js";
+export type { Store, StoreTransaction } from "./core/store-contract/store.js";
+export type { OutboxRelayStore } from "./core/store-contract/outbox-relay-store.js";
 export type { BatchItem, BatchRejection, DeliveryInfo, HandlerContext, InboxHandler } from "./core/handler.js";
 export { type ParsedEvent, readId } from "./core/event.js";
 export { type LogLevel, type Logger, createJsonLogger } from "./core/logger.js";

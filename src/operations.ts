@@ -3,7 +3,7 @@
 // backlog, the console handler, fault injection, and output that is safe to print.
 export type {
   AuditRecord, QuarantineAdmin, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus,
-} from "./quarantine/quarantine-admin.js";
+} from "./core/store-contract/quarantine-admin.js";
 export {
   type ConfirmedPublish, type ReplayMessage, type ReplayRequest, type ReplayResult, REPLAY_AUDIT_HEADER, REPLAY_BY_HEADER, REPLAY_OF_HEADER,
   replayQuarantineEntry,
@@ -15,14 +15,13 @@ export { selectQuarantineEntries } from "./quarantine/quarantine-selection.js";
 export { type ConflictDiff, diffConflict } from "./quarantine/conflict-diff.js";
 export type { BulkProgress, BulkResult } from "./quarantine/bulk-operation.js";
 export { type BulkReplayOptions, bulkReplay } from "./quarantine/bulk-replay.js";
-export { type BulkDiscardOptions, bulkDiscard } from "./quarantine/bulk-discard.js";
-export { QuarantineOperationError } from "./quarantine/quarantine-operation-error.js";
-export { QuarantineDecisionTakenError } from "./quarantine/quarantine-decision-taken-error.js";
+export { type BulkDiscardOptions, bulkDiscard } from "./quarantine/discard.js";
+export { QuarantineDecisionTakenError, QuarantineOperationError } from "./quarantine/quarantine-errors.js";
 export { type CleanupOptions, type CleanupReport, purgeExpiredDedupRecords } from "./retention/cleanup.js";
 export { formatDuration, parseDuration } from "./retention/duration.js";
-export { RetentionGuardError } from "./retention/retention-guard-error.js";
-export { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, hasOperations } from "./store/operations.js";
-export { type CompleteStore, hasOutboxRelay, isCompleteStore } from "./store/store-contract.js";
+export { RetentionGuardError } from "./retention/replay-window.js";
+export type { FailingOutboxRow, OutboxBacklog } from "./core/store-contract/outbox-admin.js";
+export { type CompleteStore, type InboxOperations, hasOperations, hasOutboxRelay, isCompleteStore } from "./core/store-contract/capabilities.js";
 export { type ConsoleHandler, createConsoleHandler } from "./console/console-handler.js";
 export type { ConsoleOptions } from "./console/console-context.js";
 export { type FaultSpec, faultInjection, parseFaultSpec } from "./fault/fault-injection.js";

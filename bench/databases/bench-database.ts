@@ -40,10 +40,3 @@ export function adjustment(body: Buffer): Adjustment {
   const e = JSON.parse(body.toString()) as { tenant: string; event_id: string; account_id: string; delta_cents: number };
   return { tenant: e.tenant, eventId: e.event_id, accountId: e.account_id, delta: e.delta_cents };
 }
-
-export async function openBenchDatabase(name: string): Promise<BenchDatabase> {
-  if (name === "postgres") return (await import("./postgres.js")).openPostgres();
-  if (name === "mysql") return (await import("./mysql.js")).openMysql();
-  if (name === "sqlite") return (await import("./sqlite.js")).openSqlite();
-  throw new Error(`unknown database ${name} (known: postgres, mysql, sqlite)`);
-}

@@ -1,9 +1,8 @@
-import { boundStatement } from "./drizzle-statement.js";
+import { boundStatement, drizzleDriverError } from "./drizzle-statement.js";
 import type { MySql2Database } from "drizzle-orm/mysql2";
 import { InboxConfigError } from "../core/errors.js";
 import type { SqlExecutor } from "../store/sql/executor-driver.js";
 import type { DataLayerDialect } from "./data-layer-store.js";
-import { drizzleDriverError } from "./drizzle-query-error.js";
 import { mysqlResultOf } from "./mysql-result.js";
 
 

@@ -1,4 +1,4 @@
-import { boundStatement } from "./drizzle-statement.js";
+import { boundStatement, drizzleDriverError } from "./drizzle-statement.js";
 import type { NodePgDatabase } from "drizzle-orm/node-postgres";
 import type { PostgresExecutor } from "../store/postgres/executor-store.js";
 import { PostgresExecutorStore, type PostgresExecutorStoreOptions } from "../store/postgres/executor-store.js";
@@ -8,7 +8,6 @@ import type { MySql2Database } from "drizzle-orm/mysql2";
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
 import { type MySqlDrizzleTransaction, drizzleDialectOf, fromDrizzleMysql } from "./drizzle-mysql.js";
-import { drizzleDriverError } from "./drizzle-query-error.js";
 
 export { type MySqlDrizzleTransaction, fromDrizzleMysql } from "./drizzle-mysql.js";
 

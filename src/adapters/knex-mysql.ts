@@ -1,8 +1,14 @@
 import type { Knex } from "knex";
 import type { SqlExecutor } from "../store/sql/executor-driver.js";
 import type { DataLayerDialect } from "./data-layer-store.js";
-import { KNEX_INBOX_QUERY_CONTEXT } from "./knex-query-context.js";
 import { mysqlResultOf } from "./mysql-result.js";
+
+/**
+ * The `queryContext` of the inbox's own statements. Knex passes every response, raw ones too,
+ * through the `postProcessResponse` of your config: if yours renames columns (camelCase), return
+ * the response unchanged when `queryContext?.rabbitInbox` is true.
+ */
+export const KNEX_INBOX_QUERY_CONTEXT = { rabbitInbox: true } as const;
 
 /** Knex's name for the SQL its client speaks: `mysql` for its mysql, mysql2 and mariadb clients. */
 export function knexDialectOf(knex: Knex): DataLayerDialect {

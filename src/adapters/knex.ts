@@ -5,11 +5,9 @@ import type { PgQueryResult } from "../store/postgres/driver.js";
 import { toPositional } from "./placeholders.js";
 import { MysqlExecutorStore } from "../store/mysql/executor-store.js";
 import { type DataLayerStoreOptions, dataLayerStore } from "./data-layer-store.js";
-import { fromKnexMysql, knexDialectOf } from "./knex-mysql.js";
-import { KNEX_INBOX_QUERY_CONTEXT } from "./knex-query-context.js";
+import { KNEX_INBOX_QUERY_CONTEXT, fromKnexMysql, knexDialectOf } from "./knex-mysql.js";
 
-export { KNEX_INBOX_QUERY_CONTEXT } from "./knex-query-context.js";
-export { fromKnexMysql } from "./knex-mysql.js";
+export { KNEX_INBOX_QUERY_CONTEXT, fromKnexMysql } from "./knex-mysql.js";
 
 /**
  * Knex (client `pg`) as a PostgresExecutor: `knex.transaction()` runs each inbox transaction and

@@ -2,7 +2,7 @@ import { containCallback } from "../core/contained-callback.js";
 import { describeError } from "../core/errors.js";
 import type { EventKey } from "../core/event.js";
 import type { ThrottledLogger } from "../core/log-throttle.js";
-import type { PipelineHook } from "../core/hooks.js";
+import type { PipelineHook } from "../core/pipeline.js";
 import type { Logger } from "../core/logger.js";
 import type { Outcome, OutcomeKind } from "../core/outcome.js";
 import { backoffDelay, sleep } from "../core/retry-policy.js";

@@ -4,13 +4,12 @@ import { InboxConfigError } from "../core/errors.js";
 import { DURATION, POSITIVE_DURATION, POSITIVE_INTEGER, checkNumber, checkNumbers, numberOption } from "../core/option-checks.js";
 import type { Backpressure } from "../core/backpressure.js";
 import type { DeliveryInfo, InboxHandler } from "../core/handler.js";
-import type { PipelineHook } from "../core/hooks.js";
 import type { Logger } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
-import { type PipelineOptions, checkPipelineOptions } from "../core/pipeline.js";
-import type { Store } from "../core/store.js";
-import type { MetricsOptions, TransactionMetrics } from "../observability/inbox-metrics.js";
-import type { ProcessSpans } from "../observability/process-spans.js";
+import { type PipelineHook, type PipelineOptions, checkPipelineOptions } from "../core/pipeline.js";
+import type { Store } from "../core/store-contract/store.js";
+import type { MetricsOptions } from "../observability/inbox-metrics.js";
+import type { Instrumentation, ProcessSpans, TransactionMetrics } from "../core/instrumentation.js";
 import type { BrokerUrls } from "./broker-connection.js";
 import { PartitionMembership } from "./partition-membership.js";
 
@@ -192,11 +191,11 @@ export function consumerSettings<E, Tx>(options: InboxConsumerOptions<E, Tx>): C
 
 /** The pipeline's options, from the consumer's. */
 export function pipelineOptions<E, Tx>(
-  options: InboxConsumerOptions<E, Tx>, logger: Logger, metrics: TransactionMetrics, canDelayRetry: (delivery: DeliveryInfo) => boolean,
+  options: InboxConsumerOptions<E, Tx>, logger: Logger, metrics: TransactionMetrics, instrumentation: Instrumentation, canDelayRetry: (delivery: DeliveryInfo) => boolean,
 ): PipelineOptions<E, Tx> {
   const { store, handler, retry, decodeLimits, quarantineBodyCap, staleFence, hook, maxDeliveries, publishLimits } = options;
   return {
-    store, handler, logger, metrics, canDelayRetry,
+    store, handler, logger, metrics, instrumentation, canDelayRetry,
     ...(retry ? { retry } : {}), ...(decodeLimits ? { decodeLimits } : {}), ...(quarantineBodyCap !== undefined ? { quarantineBodyCap } : {}),
     ...(staleFence ? { staleFence } : {}), ...(hook ? { hook } : {}), ...(maxDeliveries !== undefined ? { maxDeliveries } : {}),
     ...(publishLimits ? { publishLimits } : {}),

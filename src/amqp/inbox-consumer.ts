@@ -1,29 +1,24 @@
 import type { ConsumeMessage } from "amqplib";
 import { InboxConfigError, describeError } from "../core/errors.js";
-import { callbackLogger } from "../core/contained-callback.js";
+import type { Instrumentation } from "../core/instrumentation.js";
 import type { ThrottledLogger } from "../core/log-throttle.js";
-import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
+import { type Logger, redactSecrets } from "../core/logger.js";
 import type { Outcome } from "../core/outcome.js";
-import { InboxPipeline } from "../core/pipeline.js";
-import { endProcessSpansSoon, failProcessSpans, startProcessSpans } from "../observability/message-trace.js";
-import { reconnectPolicy } from "../core/retry-policy.js";
-import type { ConsumerHealth } from "../observability/health.js";
+import type { InboxPipeline } from "../core/pipeline.js";
 import type { ConsumerMetrics } from "../observability/inbox-metrics.js";
-import { consumerMetricsFor } from "../observability/metrics-for.js";
-import { BackpressureGate } from "./backpressure-gate.js";
-import { BatchScheduler } from "./batch-scheduler.js";
-import { BrokerConnector } from "./broker-connection.js";
-import { partitionOf, prepareConsumerTopology } from "./consumer-topology.js";
+import type { BackpressureGate } from "./backpressure-gate.js";
+import type { BatchScheduler } from "./batch-scheduler.js";
 import type { BrokerSession } from "./broker-session.js";
-import { DeliveryRepublisher } from "./delivery-republisher.js";
-import { DeliverySettler, type OutcomeCounts } from "./delivery-settler.js";
+import type { ConsumerHealth } from "./consumer-health.js";
+import { consumerParts } from "./consumer-parts.js";
+import { partitionOf } from "./consumer-topology.js";
+import type { DeliverySettler, OutcomeCounts } from "./delivery-settler.js";
 import { incomingMessageOf } from "./incoming-message.js";
-import { type ConsumerSettings, type InboxConsumerOptions, consumerSettings, partitionMembership, pipelineOptions } from "./inbox-consumer-options.js";
+import type { ConsumerSettings, InboxConsumerOptions } from "./inbox-consumer-options.js";
 import { assignPartitions } from "./partition-assignment.js";
 import type { PartitionMembership } from "./partition-membership.js";
 import { type Delivery, QueueConsumer } from "./queue-consumer.js";
-import { ReconnectingSession } from "./reconnecting-session.js";
-import { retryAttemptOf } from "./retry-attempt.js";
+import type { ReconnectingSession } from "./reconnecting-session.js";
 import { partitionQueueName } from "./topology.js";
 
 export type { InboxConsumerOptions, PartitionOptions } from "./inbox-consumer-options.js";
@@ -48,6 +43,7 @@ export class InboxConsumer<E, Tx> {
   private readonly gate: BackpressureGate | undefined;
   private readonly settler: DeliverySettler;
   private readonly metrics: ConsumerMetrics;
+  private readonly instrumentation: Instrumentation;
   private readonly callbackLog: ThrottledLogger;
   /** By queue name, on the current session: the work queue, or the partitions this replica holds. */
   private consumers = new Map<string, QueueConsumer>();
@@ -61,56 +57,21 @@ export class InboxConsumer<E, Tx> {
   private rebalancing: Promise<void> = Promise.resolve();
 
   constructor(options: InboxConsumerOptions<E, Tx>) {
-    this.settings = consumerSettings(options);
     this.options = options;
-    const logger = this.logger = options.logger ?? createJsonLogger();
-    const callbacks = this.callbackLog = callbackLogger(logger);
-    const gate = this.gate = options.backpressure ? new BackpressureGate(options.backpressure, { queue: options.queue, logger, onOpen: () => this.batches.flush() }) : undefined;
-    this.metrics = consumerMetricsFor(options.metrics, { queue: options.queue, handler: options.handler, store: options.store, partitioned: options.partitions !== undefined,
-      node: () => this.broker.session?.node, partitionsHeld: () => this.heldPartitions.length, ...(gate ? { paused: () => gate.paused } : {}) }, callbacks);
-    this.pipeline = new InboxPipeline(pipelineOptions(options, logger, this.metrics, (d) => retryAttemptOf(d.headers, d.queue) < this.settings.retryDelays.length));
-    const connector = new BrokerConnector(options.url, {
-      connectionName: options.connectionName ?? `rabbit-inbox ${this.pipeline.handlerName} ${process.pid}`,
+    const parts = consumerParts(options, {
+      runBatch: (batch) => this.runBatch(batch),
+      gateOpened: () => this.batches.flush(),
+      startConsuming: (session) => this.startConsuming(session),
+      sessionLost: (session, what, error, reconnecting) => this.sessionLost(session, what, error, reconnecting),
+      scheduleRebalance: () => this.scheduleRebalance(),
+      running: () => this.state === "running",
+      node: () => this.broker.session?.node,
+      heldPartitions: () => this.heldPartitions.length,
     });
-    this.membership = options.partitions ? partitionMembership(options.queue, options.partitions, logger, () => this.scheduleRebalance()) : undefined;
-    this.broker = new ReconnectingSession({
-      connector, confirmTimeoutMs: options.confirmTimeoutMs ?? 10_000, backoff: reconnectPolicy(options),
-      prepare: ({ connection, publishChannel }) => prepareConsumerTopology(connection, publishChannel, {
-        queue: options.queue, partitions: options.partitions, queueArguments: options.queueArguments, declare: options.declareTopology ?? true,
-        quarantineQueue: this.settings.quarantineQueue, retryDelays: this.settings.retryDelays,
-      }),
-      activate: (session) => this.startConsuming(session),
-      events: {
-        lost: (session, what, error, reconnecting) => this.sessionLost(session, what, error, reconnecting),
-        restored: (session, attempt) => logger.info("AMQP session restored", { queue: options.queue, node: session.node, attempt }),
-        reconnectFailed: (attempt, error) => logger.warn("reconnect failed", { attempt, nodes: connector.nodes, error: redactSecrets(describeError(error)) }),
-        error: ({ node }, source, error) => {
-          if (source === "connection") logger.warn("AMQP connection error", { node, error: redactSecrets(error.message) });
-          else logger.warn("AMQP publish channel error", { node, error: error.message });
-        },
-        blocked: ({ node }, reason) => logger.warn("broker blocked the connection (resource alarm): publishes wait", { node, reason }),
-        unblocked: ({ node }) => logger.info("broker unblocked the connection", { node }),
-      },
-    });
-    this.batches = new BatchScheduler({
-      batchSize: this.settings.batchSize, concurrency: this.settings.concurrency,
-      run: (batch) => this.runBatch(batch), ...(gate ? { mayStart: () => gate.open } : {}),
-      onRunFailed: (batch, error) => {
-        // runBatch settles everything itself; reaching here is a bug. The deliveries stay
-        // unacked and come back when their channels close.
-        logger.error("unexpected failure settling a batch; closing its channels so the broker redelivers", { error: describeError(error) });
-        for (const consumer of new Set(batch.map((d) => d.consumer))) {
-          if (consumer.open) void consumer.channel.close().catch(() => undefined);
-        }
-      },
-    });
-    this.settler = new DeliverySettler({
-      queue: options.queue, logger, requeueDelayMs: this.settings.requeueDelayMs, dropPending: (consumer) => this.batches.drop((d) => d.consumer === consumer),
-      republisher: new DeliveryRepublisher({
-        handlerName: this.pipeline.handlerName, quarantineQueue: this.settings.quarantineQueue, retryDelays: this.settings.retryDelays, logger,
-      }),
-      isRunning: () => this.state === "running", hook: options.hook, onOutcome: options.onOutcome, metrics: this.metrics, callbackLog: callbacks,
-    });
+    ({
+      settings: this.settings, logger: this.logger, callbackLog: this.callbackLog, instrumentation: this.instrumentation, gate: this.gate,
+      metrics: this.metrics, pipeline: this.pipeline, membership: this.membership, broker: this.broker, batches: this.batches, settler: this.settler,
+    } = parts);
     this.stopped = new Promise<void>((resolve, reject) => {
       // Whatever stops it (stop(), a failed start, a fatal error), its gauges leave the registry.
       this.settleStopped = (error) => { this.metrics.close(); if (error === undefined) resolve(); else reject(error instanceof Error ? error : new Error(describeError(error))); };
@@ -223,17 +184,17 @@ export class InboxConsumer<E, Tx> {
     let outcomes: Outcome[];
     const messages = batch.map((d) => d.incoming);
     const handler = this.pipeline.handlerName;
-    startProcessSpans(batch, (d) => ({ queue: d.consumer.queue, routingKey: d.message.fields.routingKey, deliveryTag: d.message.fields.deliveryTag, handler }), this.settings.processSpans);
+    this.instrumentation.startDeliveries(batch, (d) => ({ queue: d.consumer.queue, routingKey: d.message.fields.routingKey, deliveryTag: d.message.fields.deliveryTag, handler }), this.settings.processSpans);
     try {
       outcomes = await this.pipeline.process(messages);
     } catch (error) {
-      failProcessSpans(messages, error);
+      this.instrumentation.deliveriesFailed(messages, error);
       this.stopOnError(error, batch);
       return;
     }
     // The spans end with each delivery's settled outcome, even when a callback throws meanwhile.
     let settled = outcomes;
-    try { settled = await this.settler.settle(batch, outcomes); } finally { endProcessSpansSoon(messages, settled); }
+    try { settled = await this.settler.settle(batch, outcomes); } finally { this.instrumentation.deliveriesSettled(messages, settled); }
   }
 
   /**

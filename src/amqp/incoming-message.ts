@@ -1,5 +1,5 @@
 import type { ConsumeMessage } from "amqplib";
-import type { IncomingMessage } from "../core/pipeline.js";
+import type { IncomingMessage } from "../core/incoming-message.js";
 
 /**
  * The pipeline's view of an AMQP delivery: the body, its content type and encoding, and what
@@ -24,6 +24,8 @@ export function incomingMessageOf(message: ConsumeMessage, queue: string): Incom
       headers,
     },
     describeProperties: () => safeJson({ fields: { exchange: fields.exchange, routingKey: fields.routingKey, redelivered: fields.redelivered }, properties }),
+    // Present from the start, so that tracing a message does not change its shape.
+    trace: undefined,
   };
 }
 

@@ -2,8 +2,7 @@ import { CommanderError } from "commander";
 import { escapeControlCharacters } from "../core/control-characters.js";
 import { InboxError, describeError } from "../core/errors.js";
 import { redactSecrets } from "../core/logger.js";
-import { QuarantineDecisionTakenError } from "../quarantine/quarantine-decision-taken-error.js";
-import { QuarantineOperationError } from "../quarantine/quarantine-operation-error.js";
+import { QuarantineDecisionTakenError, QuarantineOperationError } from "../quarantine/quarantine-errors.js";
 
 /** A failure the command reports as one line on stderr, with its exit code. */
 export class CliError extends Error {

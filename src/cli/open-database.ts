@@ -1,9 +1,9 @@
 import { existsSync } from "node:fs";
 import { describeError } from "../core/errors.js";
 import { type Logger, createJsonLogger, redactSecrets } from "../core/logger.js";
-import type { DatabaseHealth, Store } from "../core/store.js";
+import type { DatabaseHealth, Store } from "../core/store-contract/store.js";
 import { type DatabaseTarget, databaseTargetOf } from "../store/database-url.js";
-import type { InboxOperations } from "../store/operations.js";
+import type { InboxOperations } from "../core/store-contract/capabilities.js";
 import { openStore } from "../store/open-store.js";
 import { CliError } from "./cli-error.js";
 

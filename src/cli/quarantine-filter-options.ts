@@ -1,6 +1,6 @@
 import { type Command, Option } from "commander";
 import { FILTER_TEXT_FIELDS, type FilterText, FilterTextError, filterFromText } from "../quarantine/filter-text.js";
-import type { QuarantineFilter } from "../quarantine/quarantine-admin.js";
+import type { QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
 import { CliError } from "./cli-error.js";
 
 /** The filter flags as commander parses them (strings until `quarantineFilterFrom` reads them). */

@@ -1,7 +1,7 @@
 import { discardQuarantineEntry } from "../quarantine/discard.js";
-import type { AuditRecord } from "../quarantine/quarantine-admin.js";
+import type { AuditRecord } from "../core/store-contract/quarantine-admin.js";
 import { replayQuarantineEntry } from "../quarantine/replay.js";
-import type { DedupSummary, PurgeHorizon, QuarantineHold } from "../retention/retention-store.js";
+import type { DedupSummary, PurgeHorizon, QuarantineHold } from "../core/store-contract/retention-admin.js";
 import type { ConsoleContext } from "./console-context.js";
 import type { ConsoleFilter } from "./console-filter.js";
 import { ConsoleRequestError } from "./console-request-error.js";

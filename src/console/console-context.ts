@@ -5,7 +5,7 @@ import type { Logger } from "../core/logger.js";
 import { POSITIVE_DURATION, checkNumbers } from "../core/option-checks.js";
 import { AmqpReplayPublisher } from "../quarantine/amqp-replay-publisher.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
-import { type InboxOperations, type OperationsCapable, hasOperations } from "../store/operations.js";
+import { type InboxOperations, type OperationsCapable, hasOperations } from "../core/store-contract/capabilities.js";
 import { openStore } from "../store/open-store.js";
 import { ConsoleRequestError } from "./console-request-error.js";
 import { AuthThrottle } from "./auth-throttle.js";

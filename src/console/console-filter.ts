@@ -1,5 +1,5 @@
 import { FILTER_TEXT_FIELDS, type FilterText, FilterTextError, filterFromText } from "../quarantine/filter-text.js";
-import type { QuarantineFilter, QuarantineStatus } from "../quarantine/quarantine-admin.js";
+import type { QuarantineFilter, QuarantineStatus } from "../core/store-contract/quarantine-admin.js";
 import { invalidField } from "./console-request-error.js";
 import { type Schema, type Source, oneOf, positiveInteger, schema, text, withDefault } from "./request-schema.js";
 

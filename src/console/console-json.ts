@@ -1,4 +1,4 @@
-import type { FailingOutboxRow, OutboxBacklog } from "../store/operations.js";
+import type { FailingOutboxRow, OutboxBacklog } from "../core/store-contract/outbox-admin.js";
 
 /** The API's JSON: snake_case like the `--json` output of the `rabbit-inbox` command. */
 const iso = (d: Date | null | undefined) => (d ? d.toISOString() : null);

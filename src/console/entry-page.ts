@@ -2,7 +2,7 @@ import { alignLines, payloadLines } from "../quarantine/side-by-side.js";
 import { type ConflictDiff, diffConflict } from "../quarantine/conflict-diff.js";
 import { decodePayload } from "../quarantine/payload-diff.js";
 import { currentFingerprint } from "../quarantine/current-fingerprint.js";
-import type { AuditRecord, QuarantineDetail } from "../quarantine/quarantine-admin.js";
+import type { AuditRecord, QuarantineDetail } from "../core/store-contract/quarantine-admin.js";
 import { type DecisionStanding, decisionStanding, noSuchEntry } from "../quarantine/resolution-rules.js";
 import type { ConsoleContext } from "./console-context.js";
 import type { ConsoleSession } from "./console-sessions.js";

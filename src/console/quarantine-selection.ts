@@ -1,7 +1,7 @@
 import type { BulkProgress, BulkResult } from "../quarantine/bulk-operation.js";
-import { bulkDiscard } from "../quarantine/bulk-discard.js";
+import { bulkDiscard } from "../quarantine/discard.js";
 import { bulkReplay } from "../quarantine/bulk-replay.js";
-import type { QuarantineAdmin, QuarantineFilter } from "../quarantine/quarantine-admin.js";
+import type { QuarantineAdmin, QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
 import { type QuarantineGroup, quarantineGroups } from "../quarantine/quarantine-groups.js";
 import type { ConfirmedPublish } from "../quarantine/replay.js";
 import type { ConsoleFilter } from "./console-filter.js";

@@ -1,6 +1,6 @@
 import { InboxConfigError } from "./errors.js";
 import type { Prepared, Ready } from "./prepared-message.js";
-import type { ClaimResult } from "./store.js";
+import type { ClaimResult } from "./store-contract/store.js";
 
 /**
  * What becomes of one message of a transaction attempt, decided from the store's claim results

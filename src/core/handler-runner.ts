@@ -3,13 +3,12 @@ import type { EventKey } from "./event.js";
 import { eventScopedHash } from "./fingerprint.js";
 import type { BatchItem, BatchRejection, DeliveryInfo, HandlerContext, InboxHandler } from "./handler.js";
 import type { IncomingMessage } from "./incoming-message.js";
+import type { Instrumentation } from "./instrumentation.js";
 import type { Ready } from "./prepared-message.js";
 import type { Refusal } from "./refusal.js";
-import type { StoreTransaction } from "./store.js";
-import type { OutboxWriter } from "../outbox/outbox-writer.js";
-import type { OutboxPublish } from "../outbox/publish-options.js";
-import { handlerContextFor, isTraced } from "../observability/message-trace.js";
-import { withContext } from "../observability/tracing.js";
+import type { StoreTransaction } from "./store-contract/store.js";
+import type { OutboxWriter } from "./outbox-writer.js";
+import type { OutboxPublish } from "./publish-options.js";
 
 /**
  * Runs the user's handler on the events to apply, inside the attempt's transaction, and returns
@@ -17,7 +16,7 @@ import { withContext } from "../observability/tracing.js";
  * propagates and fails the attempt.
  */
 export async function runHandler<E, Tx>(
-  handler: InboxHandler<E, Tx>, handlerName: string,
+  { handler, handlerName, instrumentation }: { handler: InboxHandler<E, Tx>; handlerName: string; instrumentation: Instrumentation },
   tx: StoreTransaction<Tx>, messages: readonly IncomingMessage[], toApply: readonly Ready<E>[], outbox: readonly OutboxWriter[],
 ): Promise<Refusal[]> {
   // A lone event goes through handle() when the handler has both: fewer statements in strict mode.
@@ -28,7 +27,7 @@ export async function runHandler<E, Tx>(
   const items: BatchItem<E, Tx>[] = toApply.map((p, i) => {
     const message = messages[p.index]!;
     const ctx = handlerContext(handlerName, tx.handle, p.key, message.delivery, outbox[i]!);
-    return { event: p.event, ctx: batchCall && isTraced(message) ? { ...ctx, publish: publishInContext(message, ctx.publish) } : ctx };
+    return { event: p.event, ctx: batchCall && instrumentation.ownsContext(message) ? { ...ctx, publish: publishInContext(instrumentation, message, ctx.publish) } : ctx };
   });
   if (handler.handleBatch && batchCall) {
     let refused: readonly BatchRejection[];
@@ -50,8 +49,8 @@ export async function runHandler<E, Tx>(
   for (let i = 0; i < items.length; i++) {
     try {
       const item = items[i]!;
-      const traceContext = handlerContextFor(messages[toApply[i]!.index]!);
-      if (traceContext) await withContext(traceContext, () => handler.handle!(item.event, item.ctx));
+      const traceContext = instrumentation.handlerContext(messages[toApply[i]!.index]!);
+      if (traceContext) await instrumentation.inContext(traceContext, () => handler.handle!(item.event, item.ctx));
       else await handler.handle!(item.event, item.ctx);
     } catch (error) {
       const refusedPublish = outbox[i]!.refusedPublish;
@@ -78,8 +77,8 @@ function refusalOf(index: number, error: PermanentEventError): Refusal {
   return { index, reason: error.reason, detail: error.message };
 }
 
-function publishInContext(message: IncomingMessage, publish: OutboxPublish): OutboxPublish {
-  return (exchange, routingKey, body, options) => withContext(handlerContextFor(message)!, () => publish(exchange, routingKey, body, options));
+function publishInContext(instrumentation: Instrumentation, message: IncomingMessage, publish: OutboxPublish): OutboxPublish {
+  return (exchange, routingKey, body, options) => instrumentation.inContext(instrumentation.handlerContext(message), () => publish(exchange, routingKey, body, options));
 }
 
 function handlerContext<Tx>(handler: string, tx: Tx, key: EventKey, delivery: DeliveryInfo, outbox: OutboxWriter): HandlerContext<Tx> {

@@ -1,4 +1,4 @@
-import type { OutboxPublish } from "../outbox/publish-options.js";
+import type { OutboxPublish } from "./publish-options.js";
 import type { EventKey, ParsedEvent } from "./event.js";
 
 /** What the pipeline knows about the delivery an event arrived in. Broker-neutral. */

@@ -8,6 +8,8 @@ export interface IncomingMessage {
   delivery: DeliveryInfo;
   /** AMQP properties as JSON text, kept with a quarantine entry. */
   describeProperties(): string;
+  /** What the consumer's instrumentation keeps of this message while it is traced; opaque to the pipeline. */
+  trace?: unknown;
 }
 
 /** A delivery the broker has handed out before (classic: the redelivered flag; quorum: a count). */

@@ -5,7 +5,7 @@ import type { Logger } from "./logger.js";
 import type { Outcome } from "./outcome.js";
 import type { Prepared, Ready } from "./prepared-message.js";
 import type { SetAside } from "./refusal.js";
-import type { QuarantineRecord } from "./store.js";
+import type { QuarantineRecord } from "./store-contract/store.js";
 
 /**
  * Turns a decision about one message into its Outcome, with the quarantine row it writes (pushed

@@ -1,5 +1,5 @@
 import type { EventKey } from "./event.js";
-import type { QuarantineRecord } from "./store.js";
+import type { QuarantineRecord } from "./store-contract/store.js";
 
 /**
  * The settle decision for one delivery, explicit rather than an accident of control flow.

@@ -3,8 +3,8 @@ import { InboxConfigError, PermanentEventError, RetryLaterError, describeError, 
 import { type EventKey, eventKeyString } from "./event.js";
 import { type FailureAction, decideFailure } from "./failure-table.js";
 import type { DeliveryInfo, InboxHandler } from "./handler.js";
-import type { PipelineHook } from "./hooks.js";
 import { type IncomingMessage, isRedelivery } from "./incoming-message.js";
+import { type Instrumentation, type TransactionMetrics, noInstrumentation, noTransactionMetrics } from "./instrumentation.js";
 import { type ThrottledLogger, throttleRepeats } from "./log-throttle.js";
 import type { Logger } from "./logger.js";
 import { COUNT, DURATION, POSITIVE_INTEGER, checkNumbers } from "./option-checks.js";
@@ -15,14 +15,21 @@ import { RedeliveryCounter } from "./redelivery-counter.js";
 import { type Refusal, type SetAside, setAside } from "./refusal.js";
 import { type RetryPolicy, backoffDelay, defaultRetryPolicy, sleep } from "./retry-policy.js";
 import { type WorkResult, transactionOrRollBack } from "./rollback.js";
-import type { Store } from "./store.js";
+import type { Store } from "./store-contract/store.js";
 import { type AttemptContext, runAttempt } from "./transaction-attempt.js";
-import type { StaleFenceOptions } from "../retention/event-time.js";
-import { type TransactionMetrics, noConsumerMetrics } from "../observability/inbox-metrics.js";
-import { traceTransaction } from "../observability/message-trace.js";
-import { type PublishLimits, defaultPublishLimits } from "../outbox/publish-checks.js";
+import type { StaleFenceOptions } from "./event-time.js";
+import { type PublishLimits, defaultPublishLimits } from "./publish-checks.js";
 
 export type { IncomingMessage } from "./incoming-message.js";
+
+/** The three failure windows (before commit, after commit before the ack, after the ack), as points where a test or a drill can inject a fault. */
+export type FaultPoint = "before-commit" | "after-commit" | "after-ack";
+
+/**
+ * Called by the pipeline at each failure window with one entry per delivery of the batch (null when the message could not be identified)
+ * reaching it. A hook may throw (before-commit: rolls back), exit the process, or never resolve.
+ */
+export type PipelineHook = (point: FaultPoint, keys: ReadonlyArray<EventKey | null>) => Promise<void> | void;
 
 export interface PipelineOptions<E, Tx> {
   store: Store<Tx>;
@@ -56,6 +63,8 @@ export interface PipelineOptions<E, Tx> {
   staleFence?: StaleFenceOptions;
   /** Told of each commit's duration and each in-process retry. Default: nothing. */
   metrics?: TransactionMetrics;
+  /** Traces each transaction attempt and the context handlers run in. Default: nothing is traced. */
+  instrumentation?: Instrumentation;
   /**
    * What a handler's `ctx.publish` may carry (default: bodies up to 16 MiB). A publish over a
    * limit, or one AMQP could not carry, is refused at the call: its event is quarantined as
@@ -133,13 +142,14 @@ export class InboxPipeline<E, Tx> {
     this.hook = options.hook;
     this.canDelayRetry = options.canDelayRetry;
     this.staleFence = options.staleFence;
-    this.metrics = options.metrics ?? noConsumerMetrics;
+    this.metrics = options.metrics ?? noTransactionMetrics;
     this.redeliveries = new RedeliveryCounter(this.store, this.handlerName, this.logger);
     this.records = new OutcomeRecords(this.handlerName, this.logger, options.quarantineBodyCap ?? DEFAULT_QUARANTINE_BODY_CAP);
     this.attempt = {
       handlerName: this.handlerName, handler, store: this.store, records: this.records,
       maxDeliveries: options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES, canDelayRetry: this.canDelayRetry,
       publishLimits: { ...defaultPublishLimits, ...options.publishLimits },
+      instrumentation: options.instrumentation ?? noInstrumentation,
     };
   }
 
@@ -201,7 +211,7 @@ export class InboxPipeline<E, Tx> {
       const began = performance.now();
       let result: WorkResult<Outcome[], Refusal[]>;
       try {
-        result = await traceTransaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
+        result = await this.attempt.instrumentation.transaction(this.handlerName, messages, attempt, () => transactionOrRollBack(
           this.store,
           (tx) => runAttempt(this.attempt, tx, messages, prepared, setAsideSoFar),
           this.hook ? () => this.hook!("before-commit", hookKeys) : undefined,

@@ -4,7 +4,7 @@ import { type EventKey, type ParsedEvent, defaultEventKey, eventKeyString } from
 import { fingerprintOf } from "./fingerprint.js";
 import type { InboxHandler } from "./handler.js";
 import type { IncomingMessage } from "./incoming-message.js";
-import { type StaleFenceOptions, eventTimeOf } from "../retention/event-time.js";
+import { type StaleFenceOptions, eventTimeOf } from "./event-time.js";
 
 /**
  * A message once decoded, validated and fingerprinted, before any database work: either an

@@ -3,7 +3,7 @@ import { type IncomingMessage, isRedelivery } from "./incoming-message.js";
 import type { Logger } from "./logger.js";
 import type { Prepared, Ready } from "./prepared-message.js";
 import { type WorkResult, transactionOrRollBack } from "./rollback.js";
-import type { Store } from "./store.js";
+import type { Store } from "./store-contract/store.js";
 
 /**
  * Counts redeliveries in the store, committed before the events' own transaction, so that a

@@ -1,4 +1,4 @@
-import type { Store, StoreTransaction } from "./store.js";
+import type { Store, StoreTransaction } from "./store-contract/store.js";
 
 /**
  * What one transaction's work asks for: COMMIT, with its result, or ROLLBACK, with what it

@@ -3,14 +3,15 @@ import { InboxConfigError } from "./errors.js";
 import type { DeliveryInfo, InboxHandler } from "./handler.js";
 import { runHandler } from "./handler-runner.js";
 import type { IncomingMessage } from "./incoming-message.js";
+import type { Instrumentation } from "./instrumentation.js";
 import type { Outcome } from "./outcome.js";
 import type { OutcomeRecords } from "./outcome-records.js";
 import type { Prepared, Ready } from "./prepared-message.js";
 import { type Refusal, type SetAside, setAside } from "./refusal.js";
 import type { WorkResult } from "./rollback.js";
-import type { ClaimResult, OutboxSource, QuarantineRecord, Store, StoreTransaction } from "./store.js";
-import { OutboxWriter, writeOutboxRecords } from "../outbox/outbox-writer.js";
-import type { PublishLimits } from "../outbox/publish-checks.js";
+import type { ClaimResult, OutboxSource, QuarantineRecord, Store, StoreTransaction } from "./store-contract/store.js";
+import { OutboxWriter, writeOutboxRecords } from "./outbox-writer.js";
+import type { PublishLimits } from "./publish-checks.js";
 
 /** What an attempt needs from its pipeline. */
 export interface AttemptContext<E, Tx> {
@@ -22,6 +23,8 @@ export interface AttemptContext<E, Tx> {
   canDelayRetry: ((delivery: DeliveryInfo) => boolean) | undefined;
   /** What a handler's `ctx.publish` may carry. */
   publishLimits: PublishLimits;
+  /** The context a handler runs and publishes in. */
+  instrumentation: Instrumentation;
 }
 
 /**
@@ -77,9 +80,9 @@ export async function runAttempt<E, Tx>(
       const source: OutboxSource = { tenant: p.key.tenant, handler: context.handlerName, eventId: p.key.eventId };
       // A version that replaced an applied one gets its own message ids and idempotency keys.
       if (replacing.has(p.index)) source.version = p.fingerprint;
-      return new OutboxWriter(source, context.publishLimits);
+      return new OutboxWriter(source, context.publishLimits, context.instrumentation);
     });
-    const refusals = await runHandler(context.handler, context.handlerName, tx, messages, toApply, outbox);
+    const refusals = await runHandler(context, tx, messages, toApply, outbox);
     if (refusals.length > 0) return { rollBack: refusals };
     await writeOutboxRecords(tx, outbox, context.store.dialect);
     for (const p of toApply) outcomes[p.index] = { kind: "applied", key: p.key };

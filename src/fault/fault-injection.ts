@@ -1,7 +1,7 @@
 import { writeSync } from "node:fs";
 import { InboxConfigError } from "../core/errors.js";
 import type { EventKey } from "../core/event.js";
-import type { FaultPoint, PipelineHook } from "../core/hooks.js";
+import type { FaultPoint, PipelineHook } from "../core/pipeline.js";
 
 export type FaultAction = "crash" | "pause";
 

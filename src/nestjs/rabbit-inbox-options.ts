@@ -1,12 +1,12 @@
 import type { FactoryProvider, ModuleMetadata } from "@nestjs/common";
 import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Backpressure } from "../core/backpressure.js";
-import type { PipelineHook } from "../core/hooks.js";
+import type { PipelineHook } from "../core/pipeline.js";
 import type { Logger } from "../core/logger.js";
-import type { Store } from "../core/store.js";
+import type { Store } from "../core/store-contract/store.js";
 import type { MetricsOptions } from "../observability/inbox-metrics.js";
 import type { OutboxRelayOptions } from "../outbox/outbox-relay-options.js";
-import type { OutboxRelayStore } from "../outbox/outbox-store.js";
+import type { OutboxRelayStore } from "../core/store-contract/outbox-relay-store.js";
 import type { ConsumerTuning } from "./inbox-handler-decorator.js";
 
 /** The injection token of the module's options. */

@@ -4,10 +4,11 @@ import { InboxConsumer, type InboxConsumerOptions } from "../amqp/inbox-consumer
 import { InboxConfigError, describeError } from "../core/errors.js";
 import type { InboxHandler } from "../core/handler.js";
 import type { Logger } from "../core/logger.js";
-import type { ConsumerHealth, RelayHealth } from "../observability/health.js";
+import type { ConsumerHealth } from "../amqp/consumer-health.js";
+import type { RelayHealth } from "../outbox/relay-health.js";
 import { OutboxRelay } from "../outbox/outbox-relay.js";
-import type { OutboxRelayStore } from "../outbox/outbox-store.js";
-import { hasOutboxRelay } from "../store/store-contract.js";
+import type { OutboxRelayStore } from "../core/store-contract/outbox-relay-store.js";
+import { hasOutboxRelay } from "../core/store-contract/capabilities.js";
 import { INBOX_HANDLER_METADATA, type InboxHandlerOptions } from "./inbox-handler-decorator.js";
 import { nestLogger } from "./nest-logger.js";
 import type { RabbitInboxModuleOptions } from "./rabbit-inbox-options.js";

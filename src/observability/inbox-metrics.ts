@@ -1,3 +1,4 @@
+import type { TransactionMetrics } from "../core/instrumentation.js";
 import type { Outcome } from "../core/outcome.js";
 
 /**
@@ -27,14 +28,6 @@ export interface MetricsOptions {
 }
 
 export const DEFAULT_SAMPLE_INTERVAL_MS = 15_000;
-
-/** What the pipeline reports about its transactions. */
-export interface TransactionMetrics {
-  /** A transaction committed, `seconds` after it began. */
-  transactionCommitted(seconds: number): void;
-  /** A transaction failed and runs again after a backoff; `kind` is the error's catalogue kind. */
-  transactionRetried(kind: string): void;
-}
 
 /** One settled delivery, as the consumer's metrics see it: never its body. */
 export interface SettledDelivery {

@@ -1,8 +1,9 @@
 import type { Context, Link, Span, SpanContext } from "@opentelemetry/api";
 import type { IncomingMessage } from "../core/incoming-message.js";
+import type { DeliveryFacts, Instrumentation, ProcessSpans } from "../core/instrumentation.js";
 import type { Outcome } from "../core/outcome.js";
 import type { OtelApi } from "./otel-api.js";
-import type { ProcessSpans } from "./process-spans.js";
+import { withTraceHeaders } from "./publish-trace.js";
 import { quickTraceparent } from "./traceparent.js";
 import { ATTR, activeContext, extractContext, failSpan, inSpan, markError, spanMatters, tracer, tracingApi, withContext } from "./tracing.js";
 
@@ -25,14 +26,9 @@ interface BatchTrace {
   context: Context;
 }
 
-/** Traces by message; only traced messages have one (none at all without an SDK). */
-const traces = new WeakMap<IncomingMessage, MessageTrace>();
-
-export interface DeliveryFacts {
-  queue: string;
-  routingKey: string;
-  deliveryTag: number;
-  handler: string;
+/** A message's trace, kept on the message itself; only traced messages have one (none at all without an SDK). */
+function traceOf(message: IncomingMessage): MessageTrace | undefined {
+  return message.trace as MessageTrace | undefined;
 }
 
 type Carrier = { incoming: IncomingMessage };
@@ -42,7 +38,7 @@ type Carrier = { incoming: IncomingMessage };
  * headers carry, or one for the batch linked to each. `facts` is asked only for deliveries that get
  * a span (the first one in `batch` mode).
  */
-export function startProcessSpans<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts, mode: ProcessSpans): void {
+function startProcessSpans<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts, mode: ProcessSpans): void {
   const otel = tracingApi();
   if (!otel || deliveries.length === 0) return;
   const fields = otel.propagation.fields();
@@ -77,7 +73,7 @@ function startMessageSpan<D extends Carrier>(otel: typeof OtelApi, fields: reado
     // sampler (the default), so none is made, and the producer's context alone carries the
     // decision on to what the handler publishes, read from the headers only if it publishes.
     // Most messages of a head-sampled system take this path.
-    traces.set(message, { span: undefined, batch: undefined, upstream: true, parent: extracted, headers, context: undefined });
+    message.trace = { span: undefined, batch: undefined, upstream: true, parent: extracted, headers, context: undefined } satisfies MessageTrace;
     return;
   }
   const parent = extracted ?? (spanContext ? otel.trace.setSpanContext(otel.ROOT_CONTEXT, spanContext) : otel.ROOT_CONTEXT);
@@ -92,7 +88,7 @@ function startMessageSpan<D extends Carrier>(otel: typeof OtelApi, fields: reado
     },
   }, parent);
   if (!spanMatters(span)) return;
-  traces.set(message, { span, batch: undefined, upstream: spanContext !== undefined, parent, headers, context: undefined });
+  message.trace = { span, batch: undefined, upstream: spanContext !== undefined, parent, headers, context: undefined } satisfies MessageTrace;
 }
 
 function startBatchSpan<D extends Carrier>(otel: typeof OtelApi, fields: readonly string[], deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts): void {
@@ -119,13 +115,13 @@ function startBatchSpan<D extends Carrier>(otel: typeof OtelApi, fields: readonl
   const batch: BatchTrace = { span, context: otel.trace.setSpan(otel.ROOT_CONTEXT, span) };
   deliveries.forEach((d, i) => {
     const u = upstreams[i]!;
-    traces.set(d.incoming, { span: undefined, batch, upstream: u.spanContext !== undefined, parent: u.parent, headers: u.headers, context: undefined });
+    d.incoming.trace = { span: undefined, batch, upstream: u.spanContext !== undefined, parent: u.parent, headers: u.headers, context: undefined } satisfies MessageTrace;
   });
 }
 
 /** The context a message's copies continue (its span's, else its producer's, else its batch's), when it is traced. */
 export function messageContext(message: IncomingMessage): Context | undefined {
-  const t = traces.get(message);
+  const t = traceOf(message);
   return t ? contextOf(t) : undefined;
 }
 
@@ -146,8 +142,8 @@ function parentOf(t: MessageTrace): Context {
  * True when what a message's handler publishes continues a context of the message's own (its
  * span's or its producer's); otherwise it continues whatever context is active.
  */
-export function isTraced(message: IncomingMessage): boolean {
-  const t = traces.get(message);
+function isTraced(message: IncomingMessage): boolean {
+  const t = traceOf(message);
   return t !== undefined && (t.span !== undefined || t.upstream);
 }
 
@@ -156,7 +152,7 @@ export function isTraced(message: IncomingMessage): boolean {
  * this call but on the next turn of the event loop: recording and ending a span per message
  * would otherwise delay the next batch's transaction, which starts as this batch is settled.
  */
-export function endProcessSpansSoon(messages: readonly IncomingMessage[], outcomes: readonly Outcome[]): void {
+function endProcessSpansSoon(messages: readonly IncomingMessage[], outcomes: readonly Outcome[]): void {
   if (!tracingApi()) return;
   const settledAt = performance.now();
   setImmediate(() => endProcessSpans(messages, outcomes, settledAt));
@@ -166,9 +162,9 @@ export function endProcessSpansSoon(messages: readonly IncomingMessage[], outcom
 function endProcessSpans(messages: readonly IncomingMessage[], outcomes: readonly Outcome[], endTime?: number): void {
   const batches = new Map<BatchTrace, Outcome[]>();
   messages.forEach((message, i) => {
-    const t = traces.get(message);
+    const t = traceOf(message);
     if (!t) return;
-    traces.delete(message);
+    message.trace = undefined;
     const outcome = outcomes[i];
     if (t.batch) {
       let settled = batches.get(t.batch);
@@ -186,12 +182,12 @@ function endProcessSpans(messages: readonly IncomingMessage[], outcomes: readonl
 }
 
 /** Ends the process spans of a batch the pipeline could not process at all. */
-export function failProcessSpans(messages: readonly IncomingMessage[], error: unknown): void {
+function failProcessSpans(messages: readonly IncomingMessage[], error: unknown): void {
   const batches = new Set<BatchTrace>();
   for (const message of messages) {
-    const t = traces.get(message);
+    const t = traceOf(message);
     if (!t) continue;
-    traces.delete(message);
+    message.trace = undefined;
     if (t.batch) batches.add(t.batch);
     if (!t.span) continue;
     failSpan(t.span, error, "the pipeline rejected the batch; delivery given back unsettled");
@@ -249,13 +245,13 @@ function recordOutcome(span: Span, outcome: Outcome, at: number | undefined): vo
  * span; per message, a child of the first traced message's process span and linked to the
  * other messages' spans. Untraced batches run as they are.
  */
-export function traceTransaction<T>(handler: string, messages: readonly IncomingMessage[], attempt: number, work: () => Promise<T>): Promise<T> {
+function traceTransaction<T>(handler: string, messages: readonly IncomingMessage[], attempt: number, work: () => Promise<T>): Promise<T> {
   const otel = tracingApi();
   if (!otel) return work();
   let parent: Context | undefined;
   const links: Link[] = [];
   for (const m of messages) {
-    const t = traces.get(m);
+    const t = traceOf(m);
     if (t?.batch) {
       parent = t.batch.context;
       break;
@@ -280,11 +276,26 @@ export function traceTransaction<T>(handler: string, messages: readonly Incoming
  * message's transaction. Undefined when the message brings no context of its own: then it is
  * whatever is active (the transaction's, in `batch` mode).
  */
-export function handlerContextFor(message: IncomingMessage): Context | undefined {
-  const own = traces.get(message);
+function handlerContextFor(message: IncomingMessage): Context | undefined {
+  const own = traceOf(message);
   const otel = tracingApi();
   if (!own || !otel) return undefined;
   if (!own.span) return own.upstream ? contextOf(own) : undefined;
   const active = activeContext();
   return otel.trace.getSpanContext(active)?.traceId === own.span.spanContext().traceId ? active : contextOf(own);
 }
+
+/**
+ * The consumer's tracing through the OpenTelemetry API: what the consumer hands its pipeline.
+ * Without the API installed every part of it returns at once.
+ */
+export const openTelemetryInstrumentation: Instrumentation = {
+  startDeliveries: startProcessSpans,
+  deliveriesSettled: endProcessSpansSoon,
+  deliveriesFailed: failProcessSpans,
+  transaction: traceTransaction,
+  ownsContext: isTraced,
+  handlerContext: handlerContextFor,
+  inContext: (context, work) => withContext(context as Context, work),
+  traceHeaders: withTraceHeaders,
+};

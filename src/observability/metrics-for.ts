@@ -1,6 +1,6 @@
 import { containMethods } from "../core/contained-callback.js";
 import type { ThrottledLogger } from "../core/log-throttle.js";
-import { hasOperations } from "../store/operations.js";
+import { hasOperations } from "../core/store-contract/capabilities.js";
 import type { ConsumerMetrics, MetricsOptions, RelayMetrics } from "./inbox-metrics.js";
 import { DEFAULT_SAMPLE_INTERVAL_MS, noConsumerMetrics, noRelayMetrics } from "./inbox-metrics.js";
 import { reasonLabeller } from "./metric-labels.js";

@@ -1,5 +1,5 @@
 import type { Attributes, Meter } from "@opentelemetry/api";
-import type { OutboxBacklog } from "../store/operations.js";
+import type { OutboxBacklog } from "../core/store-contract/outbox-admin.js";
 import type { RelayMetrics } from "./inbox-metrics.js";
 import { labelValue } from "./metric-labels.js";
 import { oldestPendingAgeSeconds, type RelayGaugeSources } from "./prom-relay-metrics.js";

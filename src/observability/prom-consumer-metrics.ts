@@ -1,5 +1,5 @@
 import type { Outcome } from "../core/outcome.js";
-import type { QuarantineCount } from "../quarantine/quarantine-admin.js";
+import type { QuarantineCount } from "../core/store-contract/quarantine-admin.js";
 import { type ConsumerMetrics, DEFAULT_SAMPLE_INTERVAL_MS, type MetricsOptions, type SettledDelivery } from "./inbox-metrics.js";
 import { labelValue, reasonLabeller } from "./metric-labels.js";
 import { RateLimitedSample } from "./rate-limited-sample.js";

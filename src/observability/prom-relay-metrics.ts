@@ -1,4 +1,4 @@
-import type { OutboxBacklog } from "../store/operations.js";
+import type { OutboxBacklog } from "../core/store-contract/outbox-admin.js";
 import type { MetricsOptions, RelayMetrics } from "./inbox-metrics.js";
 import { labelValue } from "./metric-labels.js";
 import { scrapedGauge, sharedCounter } from "./shared-metrics.js";

@@ -1,5 +1,5 @@
 import type { Attributes, Context } from "@opentelemetry/api";
-import type { OutboxRow } from "../outbox/outbox-store.js";
+import type { OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 import {
   ATTR, type PublishSpanTarget, activeContext, extractContext, inSpan, propagationHeaders, spanMatters, startPublishSpan, tracingApi,
 } from "./tracing.js";

@@ -1,4 +1,4 @@
-import type { OutboxClaim } from "./outbox-store.js";
+import type { OutboxClaim } from "../core/store-contract/outbox-relay-store.js";
 import type { LastPublished, PublishedClaim } from "./published-claim.js";
 
 /** The claims still out, as the next claim follows them: their channel, and the last row of each key they put on the wire. */

@@ -1,6 +1,6 @@
 import type { EventKey } from "../core/event.js";
-import type { HandedOffRow, OutboxHandoff } from "./outbox-signal.js";
-import type { HandedOffSettlement, OutboxClaim, OutboxRow } from "./outbox-store.js";
+import type { HandedOffRow, OutboxHandoff } from "../core/store-contract/outbox-signal.js";
+import type { HandedOffSettlement, OutboxClaim, OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 
 /** Ordering keys remembered at most; a key forgotten only sends its next row through a claim. */
 const MAX_KEYS = 100_000;

@@ -1,5 +1,5 @@
 import { InboxConfigError } from "../core/errors.js";
-import type { OutboxClaim, OutboxRow, OutboxSettlement } from "./outbox-store.js";
+import type { OutboxClaim, OutboxRow, OutboxSettlement } from "../core/store-contract/outbox-relay-store.js";
 
 /**
  * A relay claim that lives as long as the database transaction holding its rows

@@ -2,8 +2,8 @@ import type { Backpressure, BackpressureReading } from "../core/backpressure.js"
 import { InboxConfigError, describeError } from "../core/errors.js";
 import { POSITIVE_DURATION, POSITIVE_INTEGER, numberOption } from "../core/option-checks.js";
 import { oldestPendingAgeSeconds } from "../observability/prom-relay-metrics.js";
-import { hasOperations } from "../store/operations.js";
-import type { OutboxRelayStore } from "./outbox-store.js";
+import { hasOperations } from "../core/store-contract/capabilities.js";
+import type { OutboxRelayStore } from "../core/store-contract/outbox-relay-store.js";
 
 export interface OutboxBackpressureOptions {
   /** The store the consumer writes its outbox rows to (the relays read the same table). */

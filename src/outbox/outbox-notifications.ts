@@ -1,7 +1,7 @@
 import { describeError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { type Backoff, backoffDelay, sleep } from "../core/retry-policy.js";
-import type { OutboxRelayStore, OutboxSubscription } from "./outbox-store.js";
+import type { OutboxRelayStore, OutboxSubscription } from "../core/store-contract/outbox-relay-store.js";
 
 export interface OutboxNotificationsOptions {
   store: OutboxRelayStore;

@@ -3,7 +3,7 @@ import type { BrokerUrls } from "../amqp/broker-connection.js";
 import type { Logger } from "../core/logger.js";
 import { DURATION, POSITIVE_DURATION, POSITIVE_INTEGER, checkNumbers } from "../core/option-checks.js";
 import type { MetricsOptions } from "../observability/inbox-metrics.js";
-import type { OutboxRelayStore, OutboxRow } from "./outbox-store.js";
+import type { OutboxRelayStore, OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 
 /**
  * Where a test or a drill can stop a relay: `before-publish` = rows taken (from memory or a

@@ -7,16 +7,17 @@ import { POSITIVE_DURATION, checkNumber } from "../core/option-checks.js";
 import { backoffDelay, reconnectPolicy, sleep } from "../core/retry-policy.js";
 import { type ThrottledLogger, throttleRepeats } from "../core/log-throttle.js";
 import { createJsonLogger } from "../core/logger.js";
-import type { RelayHealth } from "../observability/health.js";
+import type { RelayHealth } from "./relay-health.js";
 import { DEFAULT_SAMPLE_INTERVAL_MS, type RelayMetrics } from "../observability/inbox-metrics.js";
 import { relayMetricsFor } from "../observability/metrics-for.js";
 import { oldestPendingAgeSeconds } from "../observability/prom-relay-metrics.js";
 import { RateLimitedSample } from "../observability/rate-limited-sample.js";
-import { type OutboxBacklog, hasOperations } from "../store/operations.js";
+import { type OutboxBacklog } from "../core/store-contract/outbox-admin.js";
+import { hasOperations } from "../core/store-contract/capabilities.js";
 import { publishRowInSpan } from "../observability/publish-trace.js";
 import { OutboxNotifications } from "./outbox-notifications.js";
 import { type OutboxRelayOptions, type RelayRound, checkRelayOptions } from "./outbox-relay-options.js";
-import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "./outbox-store.js";
+import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "../core/store-contract/outbox-relay-store.js";
 import { ClaimPipeline, type ClaimsOut } from "./claim-pipeline.js";
 import { RelayClaims } from "./relay-claims.js";
 import { cleanupSentRows } from "./sent-rows-cleanup.js";
@@ -25,7 +26,7 @@ import { RelaySession } from "./relay-session.js";
 import { Wakeup } from "./wakeup.js";
 
 export type { OutboxRelayOptions, RelayFaultPoint, RelayHook, RelayRound } from "./outbox-relay-options.js";
-export type { RelayHealth } from "../observability/health.js";
+export type { RelayHealth } from "./relay-health.js";
 /** Failed attempts after which a row's failures are logged at error level: it needs a person. */
 const ATTEMPTS_BEFORE_ALARM = 10;
 /**

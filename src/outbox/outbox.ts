@@ -1,7 +1,8 @@
-import type { OutboxSource, Store } from "../core/store.js";
-import { OutboxWriter, writeOutboxRecords } from "./outbox-writer.js";
-import { type PublishLimits, defaultPublishLimits } from "./publish-checks.js";
-import type { OutboxPublish } from "./publish-options.js";
+import type { OutboxSource, Store } from "../core/store-contract/store.js";
+import { OutboxWriter, writeOutboxRecords } from "../core/outbox-writer.js";
+import { type PublishLimits, defaultPublishLimits } from "../core/publish-checks.js";
+import type { OutboxPublish } from "../core/publish-options.js";
+import { openTelemetryInstrumentation } from "../observability/message-trace.js";
 
 export interface OutboxTransactionOptions {
   /**
@@ -38,7 +39,7 @@ export class Outbox<Tx> {
    */
   transaction<T>(work: (tx: Tx, publish: OutboxPublish) => Promise<T>, options: OutboxTransactionOptions = {}): Promise<T> {
     return this.store.transaction(async (stx) => {
-      const writer = new OutboxWriter(options.source ?? null, { ...defaultPublishLimits, ...options.publishLimits });
+      const writer = new OutboxWriter(options.source ?? null, { ...defaultPublishLimits, ...options.publishLimits }, openTelemetryInstrumentation);
       const result = await work(stx.handle, writer.publish);
       await writeOutboxRecords(stx, [writer], this.store.dialect);
       return result;

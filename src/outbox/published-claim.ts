@@ -1,5 +1,5 @@
 import { describeError } from "../core/errors.js";
-import type { OutboxClaim, OutboxRow } from "./outbox-store.js";
+import type { OutboxClaim, OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 
 /** What became of a claim's rows once every publish of it ended. */
 export interface ClaimOutcome {

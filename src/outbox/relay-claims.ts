@@ -2,7 +2,7 @@ import { describeError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { HandoffQueue } from "./handoff-queue.js";
 import type { RelayHook } from "./outbox-relay-options.js";
-import type { OutboxClaim, OutboxRelayStore } from "./outbox-store.js";
+import type { OutboxClaim, OutboxRelayStore } from "../core/store-contract/outbox-relay-store.js";
 
 export interface RelayClaimsOptions {
   store: OutboxRelayStore;

@@ -4,7 +4,7 @@ import { ReconnectingSession } from "../amqp/reconnecting-session.js";
 import { describeError } from "../core/errors.js";
 import { type Logger, redactSecrets } from "../core/logger.js";
 import type { Backoff } from "../core/retry-policy.js";
-import type { OutboxRow } from "./outbox-store.js";
+import type { OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 
 /** AMQP property names a row may carry, copied into the publish options when present. */
 const STRING_PROPERTIES = ["contentType", "contentEncoding", "type", "correlationId", "replyTo", "expiration", "appId"] as const;

@@ -1,6 +1,6 @@
 import { sleep } from "../core/retry-policy.js";
 import type { Logger } from "../core/logger.js";
-import type { OutboxRelayStore } from "./outbox-store.js";
+import type { OutboxRelayStore } from "../core/store-contract/outbox-relay-store.js";
 
 /** Pause between cleanup statements, so a large purge never monopolizes the database. */
 const CLEANUP_PAUSE_MS = 20;

@@ -1,4 +1,4 @@
-import type { QuarantineFilter } from "./quarantine-admin.js";
+import type { QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
 
 /** What a bulk replay or discard did (or, in a dry run, would do). */
 export interface BulkResult {

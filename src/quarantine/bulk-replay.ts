@@ -1,7 +1,7 @@
 import { describeError } from "../core/errors.js";
 import { type BulkProgress, type BulkResult, checkBulkOptions, emptyBulkResult, forEachConcurrently, progressOf } from "./bulk-operation.js";
-import type { AuditRecord, QuarantineAdmin, QuarantineDetail, QuarantineFilter } from "./quarantine-admin.js";
-import { QuarantineOperationError } from "./quarantine-operation-error.js";
+import type { AuditRecord, QuarantineAdmin, QuarantineDetail, QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
+import { QuarantineOperationError } from "./quarantine-errors.js";
 import { selectQuarantineEntries } from "./quarantine-selection.js";
 import { type ConfirmedPublish, replayMessage } from "./replay.js";
 import { ReplayPacer } from "./replay-pacer.js";

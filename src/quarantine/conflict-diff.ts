@@ -1,5 +1,5 @@
-import type { QuarantineAdmin, QuarantineDetail } from "./quarantine-admin.js";
-import { QuarantineOperationError } from "./quarantine-operation-error.js";
+import type { QuarantineAdmin, QuarantineDetail } from "../core/store-contract/quarantine-admin.js";
+import { QuarantineOperationError } from "./quarantine-errors.js";
 import { noSuchEntry } from "./resolution-rules.js";
 import { type PayloadChange, decodePayload, payloadChanges } from "./payload-diff.js";
 

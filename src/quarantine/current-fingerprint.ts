@@ -1,4 +1,4 @@
-import type { QuarantineAdmin, QuarantineDetail } from "./quarantine-admin.js";
+import type { QuarantineAdmin, QuarantineDetail } from "../core/store-contract/quarantine-admin.js";
 
 /**
  * The fingerprint the inbox holds now for an entry's event, or null (no key, or no dedup record).

@@ -1,5 +1,5 @@
 import { parseDuration } from "../retention/duration.js";
-import type { QuarantineFilter } from "./quarantine-admin.js";
+import type { QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
 
 /** The fields of a quarantine filter as an operator types them, on the command line or in the console. */
 export const FILTER_TEXT_FIELDS = ["handler", "reason", "tenant", "since", "until", "fingerprint", "group", "text"] as const;

@@ -1,4 +1,4 @@
-import type { QuarantineAdmin, QuarantineFilter, QuarantineStatus } from "./quarantine-admin.js";
+import type { QuarantineAdmin, QuarantineFilter, QuarantineStatus } from "../core/store-contract/quarantine-admin.js";
 import { groupKeyOf, normaliseCause } from "./quarantine-cause.js";
 
 /** Quarantine entries with the same handler, reason and normalised cause, in one status. */

@@ -1,7 +1,7 @@
 import type { ConflictDiff } from "./conflict-diff.js";
 import { decodePayload } from "./payload-diff.js";
 import type { BulkResult } from "./bulk-operation.js";
-import type { AuditRecord, QuarantineDetail } from "./quarantine-admin.js";
+import type { AuditRecord, QuarantineDetail } from "../core/store-contract/quarantine-admin.js";
 import type { QuarantineGroup } from "./quarantine-groups.js";
 
 /**

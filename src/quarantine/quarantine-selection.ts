@@ -1,4 +1,4 @@
-import type { QuarantineAdmin, QuarantineDetail, QuarantineFilter } from "./quarantine-admin.js";
+import type { QuarantineAdmin, QuarantineDetail, QuarantineFilter } from "../core/store-contract/quarantine-admin.js";
 import { groupKeyOfEntry } from "./quarantine-cause.js";
 
 /** Rows a store reads per page while it looks for a group's entries. */

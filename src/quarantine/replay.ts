@@ -1,7 +1,7 @@
 import type { Options } from "amqplib";
 import { describeError } from "../core/errors.js";
-import type { AuditRecord, QuarantineAdmin, QuarantineDetail } from "./quarantine-admin.js";
-import { QuarantineOperationError } from "./quarantine-operation-error.js";
+import type { AuditRecord, QuarantineAdmin, QuarantineDetail } from "../core/store-contract/quarantine-admin.js";
+import { QuarantineOperationError } from "./quarantine-errors.js";
 import { noSuchEntry } from "./resolution-rules.js";
 
 /** Headers a replay carries, so the consumer's logs and the quarantine queue can tell replays apart. */

@@ -1,6 +1,5 @@
-import type { AuditRecord, QuarantineDetail, ResolutionRequest } from "./quarantine-admin.js";
-import { QuarantineDecisionTakenError } from "./quarantine-decision-taken-error.js";
-import { QuarantineOperationError } from "./quarantine-operation-error.js";
+import type { AuditRecord, QuarantineDetail, ResolutionRequest } from "../core/store-contract/quarantine-admin.js";
+import { QuarantineDecisionTakenError, QuarantineOperationError } from "./quarantine-errors.js";
 
 export function noSuchEntry(id: number): QuarantineOperationError {
   return new QuarantineOperationError(`no quarantine entry #${id}`, { code: "RI_QUARANTINE_NOT_FOUND" });

@@ -2,7 +2,7 @@ import { InboxError } from "../core/errors.js";
 import { COUNT, DURATION, POSITIVE_INTEGER, checkNumbers } from "../core/option-checks.js";
 import { backoffDelay, sleep } from "../core/retry-policy.js";
 import { checkReplayWindow } from "./replay-window.js";
-import type { PurgeableRecords, QuarantineHold, RetentionStore } from "./retention-store.js";
+import type { PurgeableRecords, QuarantineHold, RetentionAdmin } from "../core/store-contract/retention-admin.js";
 
 export interface CleanupOptions {
   /** Required: dedup records first seen longer ago than this are purged. No default on purpose. */
@@ -58,7 +58,7 @@ const TRANSIENT_BACKOFF = { baseDelayMs: 100, maxDelayMs: 800, jitter: false } a
  * most `batchSize` of them, then pauses. Refuses a window under the minimum and stops short of
  * the oldest entry held in quarantine, unless forced.
  */
-export async function purgeExpiredDedupRecords(store: RetentionStore, options: CleanupOptions): Promise<CleanupReport> {
+export async function purgeExpiredDedupRecords(store: RetentionAdmin, options: CleanupOptions): Promise<CleanupReport> {
   checkNumbers("", options, { batchSize: POSITIVE_INTEGER, pauseMs: DURATION, maxBatches: COUNT, minimumWindowMs: { min: 0 } });
   checkReplayWindow(options.replayWindowMs, { force: options.force ?? false, ...(options.minimumWindowMs !== undefined ? { minimumMs: options.minimumWindowMs } : {}) });
   const batchSize = options.batchSize ?? 1000;

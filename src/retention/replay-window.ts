@@ -1,5 +1,13 @@
 import { formatDuration, parseDuration } from "./duration.js";
-import { RetentionGuardError } from "./retention-guard-error.js";
+import { catalogued } from "../core/error-catalogue.js";
+import { InboxError } from "../core/errors.js";
+
+/** Cleanup refused: no replay window configured, or one under the minimum without `force`. */
+export class RetentionGuardError extends InboxError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(...catalogued("RI_RETENTION_GUARD"), message, options);
+  }
+}
 
 /**
  * The shortest replay window cleanup accepts without `force`. Dedup records must outlive the

@@ -3,7 +3,7 @@ import { dirname } from "node:path";
 import { InboxConfigError } from "../core/errors.js";
 import type { Logger } from "../core/logger.js";
 import { redactSecrets } from "../core/redact-secrets.js";
-import type { Store } from "../core/store.js";
+import type { Store } from "../core/store-contract/store.js";
 import type { MysqlConnection, MysqlStore } from "./mysql/index.js";
 import type { PgClient, PostgresStore } from "./postgres/index.js";
 import type { SqliteDatabase, SqliteStore } from "./sqlite/index.js";

@@ -1,7 +1,7 @@
 import mysql from "mysql2/promise";
 import { describe, expect, it } from "vitest";
 import { InboxConfigError, InvalidEventError } from "../../src/core/errors.js";
-import type { InboxClaim } from "../../src/core/store.js";
+import type { InboxClaim } from "../../src/core/store-contract/store.js";
 import { MYSQL_MAX_FINGERPRINT_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_ID_BYTES } from "../../src/store/mysql/migrations.js";
 import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { createMysqlDatabase, mysqlUrl } from "../support/databases.js";

@@ -48,13 +48,12 @@ import { InvalidEventError, PermanentEventError, TransientStoreError } from "../
 import { type EventKey, defaultEventKey } from "../../src/core/event.js";
 import { fingerprintOf, sha256Hex } from "../../src/core/fingerprint.js";
 import type { BatchRejection, HandlerContext, InboxHandler } from "../../src/core/handler.js";
-import type { FaultPoint, PipelineHook } from "../../src/core/hooks.js";
 import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
-import { type IncomingMessage, InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
-import type { InboxClaim, Store, StoreTransaction } from "../../src/core/store.js";
+import { type FaultPoint, type IncomingMessage, InboxPipeline, type PipelineHook, type PipelineOptions } from "../../src/core/pipeline.js";
+import type { InboxClaim, Store, StoreTransaction } from "../../src/core/store-contract/store.js";
 import { purgeExpiredDedupRecords } from "../../src/operations.js";
-import { type InboxOperations, hasOperations } from "../../src/store/operations.js";
+import { type InboxOperations, hasOperations } from "../../src/core/store-contract/capabilities.js";
 import { incomingMessage } from "../support/messages.js";
 
 export interface StoreFixture<Tx> {

@@ -11,7 +11,7 @@ import {
   type BatchRejection, InboxConfigError, InboxConsumer, type InboxHandler, RetryLaterError, type Store, TransientStoreError, createJsonLogger,
 } from "../../src/index.js";
 import type { EventKey } from "../../src/core/event.js";
-import type { PipelineHook } from "../../src/core/hooks.js";
+import type { PipelineHook } from "../../src/core/pipeline.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import { silentLogger } from "../../src/core/logger.js";
 import type { PgClient, PostgresStore } from "../../src/store/postgres/index.js";

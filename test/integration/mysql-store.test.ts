@@ -6,11 +6,10 @@ import {
 import type { EventKey } from "../../src/core/event.js";
 import { fingerprintOf } from "../../src/core/fingerprint.js";
 import type { InboxHandler } from "../../src/core/handler.js";
-import type { PipelineHook } from "../../src/core/hooks.js";
-import type { OutboxRecord } from "../../src/core/store.js";
+import type { OutboxRecord } from "../../src/core/store-contract/store.js";
 import type { Logger } from "../../src/core/logger.js";
 import type { Outcome } from "../../src/core/outcome.js";
-import { type IncomingMessage, InboxPipeline } from "../../src/core/pipeline.js";
+import { type IncomingMessage, InboxPipeline, type PipelineHook } from "../../src/core/pipeline.js";
 import type { RetryPolicy } from "../../src/core/retry-policy.js";
 import { type MysqlConnection, type MysqlPool, MysqlStore } from "../../src/store/mysql/index.js";
 import type { MysqlIsolationLevel, MysqlResultHeader, MysqlValue } from "../../src/store/mysql/driver.js";

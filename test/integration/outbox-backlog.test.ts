@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { OutboxClaim } from "../../src/outbox/outbox-store.js";
+import type { OutboxClaim } from "../../src/core/store-contract/outbox-relay-store.js";
 import { PostgresStore } from "../../src/store/postgres/index.js";
 import { type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase } from "../support/outbox.js";
 import { TEST_DATABASES } from "../support/test-databases.js";

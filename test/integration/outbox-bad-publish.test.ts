@@ -9,7 +9,7 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { InboxConsumer } from "../../src/index.js";
-import type { OutboxPublishOptions } from "../../src/outbox/publish-options.js";
+import type { OutboxPublishOptions } from "../../src/core/publish-options.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { amqpUrl, deleteConsumerQueues, drainQueue, messagesReady, publishAll, waitFor } from "../support/broker.js";
 import { publishingDatabase } from "../support/outbox.js";

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { OutboxRecord } from "../../src/core/store.js";
-import type { HandedOffRow } from "../../src/outbox/outbox-signal.js";
-import type { OutboxClaim } from "../../src/outbox/outbox-store.js";
+import type { OutboxRecord } from "../../src/core/store-contract/store.js";
+import type { HandedOffRow } from "../../src/core/store-contract/outbox-signal.js";
+import type { OutboxClaim } from "../../src/core/store-contract/outbox-relay-store.js";
 import { type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, eventually } from "../support/outbox.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 

@@ -1,10 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { type InboxHandler, OutboxRelay } from "../../src/index.js";
 import { InboxPipeline } from "../../src/core/pipeline.js";
-import type { OutboxClaim } from "../../src/outbox/outbox-store.js";
+import type { ClaimOptions, OutboxClaim } from "../../src/core/store-contract/outbox-relay-store.js";
 import type { RelayFaultPoint, RelayHook } from "../../src/outbox/outbox-relay-options.js";
 import { silentLogger } from "../../src/core/logger.js";
-import type { ClaimOptions } from "../../src/outbox/outbox-store.js";
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";
 import { RelayProcess } from "../support/outbox-process.js";

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { InboxPipeline } from "../../src/core/pipeline.js";
 import { type InboxHandler, OutboxRelay, PermanentEventError, TransientStoreError, outboxMessageId } from "../../src/index.js";
-import type { PipelineHook } from "../../src/core/hooks.js";
+import type { PipelineHook } from "../../src/core/pipeline.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { amqpUrl } from "../support/broker.js";
 import { incomingMessage } from "../support/messages.js";

@@ -11,7 +11,7 @@ import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import { drizzleStore, fromDrizzle } from "../../src/adapters/drizzle.js";
 import { fromKnex, knexStore } from "../../src/adapters/knex.js";
-import type { Store } from "../../src/core/store.js";
+import type { Store } from "../../src/core/store-contract/store.js";
 import { InboxPipeline } from "../../src/core/pipeline.js";
 import type { InboxHandler, Logger } from "../../src/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";

@@ -12,7 +12,7 @@ import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { EventKey } from "../../src/core/event.js";
 import { InboxConsumer } from "../../src/index.js";
-import type { PipelineHook } from "../../src/core/hooks.js";
+import type { PipelineHook } from "../../src/core/pipeline.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { openStore } from "../../src/store/open-store.js";
 import { amqpUrl, deleteConsumerQueues, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import type { DeliveryInfo } from "../../src/core/handler.js";
 import { MINIMUM_REPLAY_WINDOW_MS, checkReplayWindow, resolveReplayWindow } from "../../src/retention/replay-window.js";
 import { RetentionGuardError, formatDuration, parseDuration } from "../../src/operations.js";
-import { eventTimeOf } from "../../src/retention/event-time.js";
+import { eventTimeOf } from "../../src/core/event-time.js";
 import { InvalidEventError } from "../../src/core/errors.js";
 
 const delivery = (timestamp?: Date): DeliveryInfo => ({ queue: "q", redelivered: false, deliveryCount: undefined, messageId: undefined, timestamp, headers: {} });

@@ -1,7 +1,7 @@
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
-import type { QuarantineRecord } from "../../src/core/store.js";
+import type { QuarantineRecord } from "../../src/core/store-contract/store.js";
 import { type SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";
 import type { SqliteStatement } from "../../src/store/sqlite/driver.js";
 import { type TestSqliteFile, createSqliteFile, openSqliteStore } from "../support/databases.js";

@@ -10,7 +10,7 @@ import { expect, it } from "vitest";
 import { InboxConsumer, type InboxHandler, PermanentEventError } from "../../src/index.js";
 import { InboxPipeline } from "../../src/core/pipeline.js";
 import { silentLogger } from "../../src/core/logger.js";
-import type { Store } from "../../src/core/store.js";
+import type { Store } from "../../src/core/store-contract/store.js";
 import { amqpUrl, deleteConsumerQueues, publishAll, waitFor } from "./broker.js";
 import { incomingMessage } from "./messages.js";
 

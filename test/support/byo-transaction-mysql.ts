@@ -12,7 +12,7 @@
 import mysql from "mysql2/promise";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CommitOutcomeUnknownError, TransientStoreError } from "../../src/index.js";
-import type { Store } from "../../src/core/store.js";
+import type { Store } from "../../src/core/store-contract/store.js";
 import { MysqlExecutorStore, MysqlStore } from "../../src/store/mysql/index.js";
 import type { SqlExecutor } from "../../src/store/sql/executor-driver.js";
 import { describeStoreConformance } from "../conformance/store-conformance.js";

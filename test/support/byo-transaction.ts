@@ -11,7 +11,7 @@
 import pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { CommitOutcomeUnknownError } from "../../src/index.js";
-import type { Store } from "../../src/core/store.js";
+import type { Store } from "../../src/core/store-contract/store.js";
 import { PostgresExecutorStore, PostgresStore, type PostgresExecutor } from "../../src/store/postgres/index.js";
 import { describeStoreConformance } from "../conformance/store-conformance.js";
 import { type ByoCaseContext, byoSharedCases, creditEvent, creditHandler, pipelineOn } from "./byo-cases.js";

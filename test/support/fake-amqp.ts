@@ -575,7 +575,7 @@ export const currentFakeBroker: { broker: FakeBroker | undefined } = { broker: u
 
 /**
  * amqplib's module as the library sees it, connecting to `currentFakeBroker`:
- * `vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());`
+ * `vi.mock("amqplib", async () => (await import("./fake-amqp.js")).amqplibOverFakeBroker());`
  */
 export function amqplibOverFakeBroker(): { default: { connect: (url: string, options?: { clientProperties?: Record<string, unknown> }) => Promise<FakeConnection> } } {
   return {

@@ -4,7 +4,7 @@
  * read the frames the consumer sent. The test file itself must route amqplib to the fake (a
  * vi.mock call only takes effect in the test file):
  *
- *   vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
+ *   vi.mock("amqplib", async () => (await import("./fake-amqp.js")).amqplibOverFakeBroker());
  *   const env = fakeBrokerPerTest();
  */
 import type { InboxHandler } from "../../src/core/handler.js";

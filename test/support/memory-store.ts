@@ -1,7 +1,7 @@
 import { TransientStoreError } from "../../src/core/errors.js";
 import type { EventKey } from "../../src/core/event.js";
 import { eventKeyString } from "../../src/core/event.js";
-import type { ClaimResult, DatabaseHealth, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction } from "../../src/core/store.js";
+import type { ClaimResult, DatabaseHealth, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction } from "../../src/core/store-contract/store.js";
 
 /**
  * A Store held in memory, for tests of the pipeline and the consumer that need to control what

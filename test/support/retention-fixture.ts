@@ -2,7 +2,7 @@ import mysql from "mysql2/promise";
 import { afterEach } from "vitest";
 import type { InboxHandler, Logger } from "../../src/index.js";
 import { InboxPipeline, type IncomingMessage, type PipelineOptions } from "../../src/core/pipeline.js";
-import type { InboxOperations } from "../../src/store/operations.js";
+import type { InboxOperations } from "../../src/core/store-contract/capabilities.js";
 import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { type SqliteDatabase, SqliteStore } from "../../src/store/sqlite/index.js";

@@ -8,7 +8,7 @@ import { BackpressureGate, STILL_PAUSED_LOG_INTERVAL_MS } from "../../src/amqp/b
 import type { Backpressure, BackpressureReading } from "../../src/core/backpressure.js";
 import { InboxConfigError } from "../../src/core/errors.js";
 import { outboxBackpressure } from "../../src/outbox/outbox-backpressure.js";
-import type { OutboxBacklog } from "../../src/store/operations.js";
+import type { OutboxBacklog } from "../../src/core/store-contract/outbox-admin.js";
 import { type LogLine, recordingLogger } from "../support/recording-logger.js";
 
 const INTERVAL = 100;

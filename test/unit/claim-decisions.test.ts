@@ -9,7 +9,7 @@ import { claimsToMake, decideClaims } from "../../src/core/claim-decisions.js";
 import { InboxConfigError } from "../../src/core/errors.js";
 import { eventKeyString } from "../../src/core/event.js";
 import type { Prepared } from "../../src/core/prepared-message.js";
-import type { ClaimResult } from "../../src/core/store.js";
+import type { ClaimResult } from "../../src/core/store-contract/store.js";
 
 function ready(index: number, eventId: string, fingerprint = `fp-${eventId}`, redeliveries = 0): Prepared<string> {
   const key = { tenant: "t1", eventId };

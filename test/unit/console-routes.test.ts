@@ -16,10 +16,9 @@ import { httpStatusOf } from "../../src/console/http-status.js";
 import { NOTHING } from "../../src/console/request-schema.js";
 import { findRoute, openRoute, paramsOf, route } from "../../src/console/route.js";
 import { errorCatalogue } from "../../src/core/error-catalogue.js";
-import { QuarantineDecisionTakenError } from "../../src/quarantine/quarantine-decision-taken-error.js";
-import { QuarantineOperationError } from "../../src/quarantine/quarantine-operation-error.js";
+import { QuarantineDecisionTakenError, QuarantineOperationError } from "../../src/quarantine/quarantine-errors.js";
 import { checkResolvable } from "../../src/quarantine/resolution-rules.js";
-import type { QuarantineDetail } from "../../src/quarantine/quarantine-admin.js";
+import type { QuarantineDetail } from "../../src/core/store-contract/quarantine-admin.js";
 
 const root = fileURLToPath(new URL("../..", import.meta.url));
 const caught = (fn: () => unknown): unknown => {

@@ -8,7 +8,7 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { PermanentEventError, RetryLaterError, TransientStoreError } from "../../src/core/errors.js";
 import type { DeliveryInfo, InboxHandler } from "../../src/core/handler.js";
-import type { FaultPoint } from "../../src/core/hooks.js";
+import type { FaultPoint } from "../../src/core/pipeline.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { type TestEvent, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest } from "../support/fake-consumer.js";

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { lookAlikeCheck } from "../../src/cli/commands/doctor.js";
-import type { QuarantineCauseCount, QuarantineDetail } from "../../src/quarantine/quarantine-admin.js";
+import type { QuarantineCauseCount, QuarantineDetail } from "../../src/core/store-contract/quarantine-admin.js";
 
 const entry = (id: number, tenant: string | null, eventId: string | null) => ({ id, tenant, eventId }) as QuarantineDetail;
 const cause = (detail: string, entries = 1) => ({ handler: "ledger", reason: "account_missing", status: "held", detail, entries, firstSeen: new Date(), lastSeen: new Date() }) as QuarantineCauseCount;

@@ -12,9 +12,8 @@ import {
   QuarantinePublishError, RetryLaterError, StoreUnavailableError, TransientStoreError,
 } from "../../src/core/errors.js";
 import { type ConsoleErrorCode, ConsoleRequestError } from "../../src/console/console-request-error.js";
-import { QuarantineDecisionTakenError } from "../../src/quarantine/quarantine-decision-taken-error.js";
-import { QuarantineOperationError } from "../../src/quarantine/quarantine-operation-error.js";
-import { RetentionGuardError } from "../../src/retention/retention-guard-error.js";
+import { QuarantineDecisionTakenError, QuarantineOperationError } from "../../src/quarantine/quarantine-errors.js";
+import { RetentionGuardError } from "../../src/retention/replay-window.js";
 import { markdownTable, unquoted } from "../support/markdown-table.js";
 
 const doc = readFileSync(new URL("../../docs/errors.md", import.meta.url), "utf8");

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { OutboxRecord } from "../../src/core/store.js";
+import type { OutboxRecord } from "../../src/core/store-contract/store.js";
 import { HandoffQueue } from "../../src/outbox/handoff-queue.js";
-import type { HandedOffRow } from "../../src/outbox/outbox-signal.js";
-import type { HandedOffSettlement } from "../../src/outbox/outbox-store.js";
+import type { HandedOffRow } from "../../src/core/store-contract/outbox-signal.js";
+import type { HandedOffSettlement } from "../../src/core/store-contract/outbox-relay-store.js";
 
 function record(messageId: string, orderingKey: string | null): OutboxRecord {
   return {

@@ -18,7 +18,7 @@ import { otelRelayMetrics } from "../../src/observability/otel-relay-metrics.js"
 import { promConsumerMetrics } from "../../src/observability/prom-consumer-metrics.js";
 import { promRelayMetrics } from "../../src/observability/prom-relay-metrics.js";
 import { RateLimitedSample } from "../../src/observability/rate-limited-sample.js";
-import type { OutboxBacklog } from "../../src/store/operations.js";
+import type { OutboxBacklog } from "../../src/core/store-contract/outbox-admin.js";
 import { parsePrometheusText, sampleValue } from "../support/prometheus-text.js";
 
 const key = { tenant: "t1", eventId: "e1" };

@@ -14,7 +14,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { InboxConfigError } from "../../src/core/errors.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxPipeline } from "../../src/core/pipeline.js";
-import type { QuarantineRecord } from "../../src/core/store.js";
+import type { QuarantineRecord } from "../../src/core/store-contract/store.js";
 import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
 import { MemoryStore } from "../support/memory-store.js";
 import { parsePrometheusText, sampleValue } from "../support/prometheus-text.js";

@@ -15,7 +15,7 @@ import { checkNumber } from "../../src/core/option-checks.js";
 import { OutboxRelay, type OutboxRelayOptions } from "../../src/outbox/outbox-relay.js";
 import { outboxBackpressure } from "../../src/outbox/outbox-backpressure.js";
 import { type CleanupOptions, purgeExpiredDedupRecords } from "../../src/retention/cleanup.js";
-import type { RetentionStore } from "../../src/retention/retention-store.js";
+import type { RetentionAdmin } from "../../src/core/store-contract/retention-admin.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 
 const bad = [0, -1, Number.NaN, 1.5, Infinity, "10", null] as const;
@@ -104,7 +104,7 @@ describe("OutboxRelay", () => {
 });
 
 describe("cleanup", () => {
-  const untouchable = new Proxy({}, { get: () => { throw new Error("the store was used before the options were checked"); } }) as RetentionStore;
+  const untouchable = new Proxy({}, { get: () => { throw new Error("the store was used before the options were checked"); } }) as RetentionAdmin;
   const options: Array<[keyof CleanupOptions, readonly unknown[]]> = [
     ["batchSize", bad], ["pauseMs", [-1, Number.NaN, 2 ** 31]], ["maxBatches", [-1, Number.NaN, 1.5]], ["minimumWindowMs", [-1, Number.NaN]],
   ];

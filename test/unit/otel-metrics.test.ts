@@ -13,7 +13,7 @@ import { TransientStoreError } from "../../src/core/errors.js";
 import { noConsumerMetrics, noRelayMetrics } from "../../src/observability/inbox-metrics.js";
 import { consumerMetricsFor, relayMetricsFor } from "../../src/observability/metrics-for.js";
 import { otelConsumerMetrics } from "../../src/observability/otel-consumer-metrics.js";
-import type { QuarantineCount } from "../../src/quarantine/quarantine-admin.js";
+import type { QuarantineCount } from "../../src/core/store-contract/quarantine-admin.js";
 import { parsePrometheusText, sampleValue } from "../support/prometheus-text.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { fakeBrokerPerTest, until } from "../support/fake-consumer.js";

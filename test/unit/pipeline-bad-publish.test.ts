@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import type { BatchItem, HandlerContext, InboxHandler } from "../../src/core/handler.js";
 import { InvalidPublishError } from "../../src/core/errors.js";
 import { InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
-import type { OutboxPublishOptions } from "../../src/outbox/publish-options.js";
+import type { OutboxPublishOptions } from "../../src/core/publish-options.js";
 import { type MemoryHandle, memoryStoreWithOutbox } from "../support/memory-store.js";
 import { incomingMessage } from "../support/messages.js";
 import { type LogLine, recordingLogger } from "../support/recording-logger.js";

@@ -10,7 +10,7 @@ import { describe, expect, it } from "vitest";
 import { InboxConfigError } from "../../src/core/errors.js";
 import type { BatchItem, InboxHandler } from "../../src/core/handler.js";
 import { InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
-import type { StoreTransaction } from "../../src/core/store.js";
+import type { StoreTransaction } from "../../src/core/store-contract/store.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 import { incomingMessage } from "../support/messages.js";
 import { type LogLine, recordingLogger } from "../support/recording-logger.js";

@@ -13,7 +13,7 @@ import { eventScopedHash, fingerprintOf } from "../../src/core/fingerprint.js";
 import type { BatchItem, BatchRejection, InboxHandler } from "../../src/core/handler.js";
 import type { Outcome } from "../../src/core/outcome.js";
 import { InboxPipeline, type PipelineOptions } from "../../src/core/pipeline.js";
-import { outboxMessageId } from "../../src/outbox/message-id.js";
+import { outboxMessageId } from "../../src/core/outbox-message-id.js";
 import { type MemoryHandle, MemoryStore } from "../support/memory-store.js";
 import { incomingMessage } from "../support/messages.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";

@@ -11,8 +11,8 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { InvalidPublishError } from "../../src/core/errors.js";
 import { Outbox } from "../../src/outbox/outbox.js";
-import { OutboxWriter } from "../../src/outbox/outbox-writer.js";
-import type { OutboxJsonValue } from "../../src/outbox/publish-options.js";
+import { OutboxWriter } from "../../src/core/outbox-writer.js";
+import type { OutboxJsonValue } from "../../src/core/publish-options.js";
 import { publishOptions } from "../../src/outbox/relay-session.js";
 import { MemoryStore } from "../support/memory-store.js";
 

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/core/fingerprint.js";
-import { type QuarantineRecord, quarantineDedupKey } from "../../src/core/store.js";
+import { type QuarantineRecord, quarantineDedupKey } from "../../src/core/store-contract/store.js";
 
 function record(body: string, over: Partial<QuarantineRecord> = {}): QuarantineRecord {
   const bytes = Buffer.from(body);

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { ClaimPipeline, type ClaimsOut, type PipelineSteps } from "../../src/outbox/claim-pipeline.js";
 import { keyStarts } from "../../src/outbox/ordered-claim.js";
-import type { OutboxClaim, OutboxRow } from "../../src/outbox/outbox-store.js";
+import type { OutboxClaim, OutboxRow } from "../../src/core/store-contract/outbox-relay-store.js";
 import { PublishedClaim, type StartPublish } from "../../src/outbox/published-claim.js";
 
 function row(id: number, orderingKey: string | null, routingKey = "rk"): OutboxRow {

@@ -6,8 +6,8 @@
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { OutboxRelay } from "../../src/outbox/outbox-relay.js";
-import type { OutboxClaim, OutboxRelayStore, OutboxRow } from "../../src/outbox/outbox-store.js";
-import { OutboxSignal } from "../../src/outbox/outbox-signal.js";
+import type { OutboxClaim, OutboxRelayStore, OutboxRow } from "../../src/core/store-contract/outbox-relay-store.js";
+import { OutboxSignal } from "../../src/core/store-contract/outbox-signal.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { NODE_A, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";

@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
 import { transactionOrRollBack } from "../../src/core/rollback.js";
-import type { StoreTransaction } from "../../src/core/store.js";
+import type { StoreTransaction } from "../../src/core/store-contract/store.js";
 import { classifyMysqlError } from "../../src/store/mysql/errors.js";
 import { classifyPostgresError } from "../../src/store/postgres/errors.js";
 import { classifySqliteError } from "../../src/store/sqlite/errors.js";

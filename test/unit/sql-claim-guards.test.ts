@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { ClaimResult, InboxClaim } from "../../src/core/store.js";
+import type { ClaimResult, InboxClaim } from "../../src/core/store-contract/store.js";
 import {
   type ClaimGuardStatements, applyClaimGuards, conflictingClaims, fencedClaims, staleClaims,
 } from "../../src/store/sql/claim-guards.js";

@@ -4,7 +4,7 @@ import { kyselyStore } from "../../src/adapters/kysely.js";
 import { MysqlStore } from "../../src/store/mysql/index.js";
 import { PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
-import { hasOutboxRelay, isCompleteStore } from "../../src/store/store-contract.js";
+import { hasOutboxRelay, isCompleteStore } from "../../src/core/store-contract/capabilities.js";
 import { Kysely, PostgresDialect } from "kysely";
 
 const unusedPgPool = { connect: () => Promise.reject(new Error("not used")), end: () => Promise.resolve(), on: () => undefined };

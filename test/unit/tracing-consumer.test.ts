@@ -10,7 +10,7 @@ import { trace } from "@opentelemetry/api";
 import { InboxConfigError, PermanentEventError } from "../../src/core/errors.js";
 import { silentLogger } from "../../src/core/logger.js";
 import type { IncomingMessage } from "../../src/core/incoming-message.js";
-import { endProcessSpansSoon, startProcessSpans } from "../../src/observability/message-trace.js";
+import { openTelemetryInstrumentation } from "../../src/observability/message-trace.js";
 import { Outbox } from "../../src/outbox/outbox.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
@@ -252,11 +252,11 @@ describe("ending a settled batch's spans", () => {
       delivery: { queue: "work", redelivered: false, headers: { traceparent: producer.traceparent } },
       describeProperties: () => "{}",
     } as unknown as IncomingMessage;
-    startProcessSpans([{ incoming: message }], () => ({ queue: "work", routingKey: "work", deliveryTag: 1, handler: "tracer" }), "message");
+    openTelemetryInstrumentation.startDeliveries([{ incoming: message }], () => ({ queue: "work", routingKey: "work", deliveryTag: 1, handler: "tracer" }), "message");
     await new Promise((resolve) => setTimeout(resolve, 60));
     const settledAt = performance.now() - 40;
     const now = vi.spyOn(performance, "now").mockReturnValueOnce(settledAt);
-    endProcessSpansSoon([message], [{ kind: "applied", key: { tenant: "t1", eventId: "e-1" } }]);
+    openTelemetryInstrumentation.deliveriesSettled([message], [{ kind: "applied", key: { tenant: "t1", eventId: "e-1" } }]);
     now.mockRestore();
     expect(sdk.spans()).toEqual([]);
     await new Promise((resolve) => setImmediate(resolve));

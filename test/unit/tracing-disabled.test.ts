@@ -8,7 +8,7 @@ import { trace } from "@opentelemetry/api";
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { PermanentEventError } from "../../src/core/errors.js";
 import { publishRowInSpan, withTraceHeaders } from "../../src/observability/publish-trace.js";
-import type { OutboxRow } from "../../src/outbox/outbox-store.js";
+import type { OutboxRow } from "../../src/core/store-contract/outbox-relay-store.js";
 import type { InboxHandler } from "../../src/core/handler.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { type TestEvent, fakeBrokerPerTest, until } from "../support/fake-consumer.js";

@@ -1,10 +1,9 @@
 import { type Command, Option } from "commander";
 import { AmqpReplayPublisher } from "../../quarantine/amqp-replay-publisher.js";
 import type { BulkResult } from "../../quarantine/bulk-operation.js";
-import { bulkDiscard } from "../../quarantine/bulk-discard.js";
+import { bulkDiscard, discardQuarantineEntry } from "../../quarantine/discard.js";
 import { bulkReplay } from "../../quarantine/bulk-replay.js";
-import { discardQuarantineEntry } from "../../quarantine/discard.js";
-import type { QuarantineFilter } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineFilter } from "../../core/store-contract/quarantine-admin.js";
 import { currentFingerprint } from "../../quarantine/current-fingerprint.js";
 import { auditJson, bulkJson } from "../../quarantine/quarantine-json.js";
 import { replayQuarantineEntry } from "../../quarantine/replay.js";

@@ -1,5 +1,5 @@
 import { type Command, Option } from "commander";
-import type { QuarantineStatus } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineStatus } from "../../core/store-contract/quarantine-admin.js";
 import { quarantineGroups } from "../../quarantine/quarantine-groups.js";
 import { groupJson } from "../../quarantine/quarantine-json.js";
 import { withCurrentSchema } from "../open-database.js";

@@ -3,7 +3,7 @@ import { diffConflict } from "../../quarantine/conflict-diff.js";
 import { currentFingerprint } from "../../quarantine/current-fingerprint.js";
 import { decodePayload } from "../../quarantine/payload-diff.js";
 import { diffJson, entryFullJson, entrySummaryJson, entryWithAuditJson } from "../../quarantine/quarantine-json.js";
-import type { QuarantineDetail, QuarantineStatus } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineDetail, QuarantineStatus } from "../../core/store-contract/quarantine-admin.js";
 import { CliError } from "../cli-error.js";
 import { withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption, parseId, parsePositiveInt } from "../options.js";

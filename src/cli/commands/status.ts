@@ -1,5 +1,5 @@
 import { Command } from "commander";
-import type { InboxOperations } from "../../store/operations.js";
+import type { InboxOperations } from "../../core/store-contract/capabilities.js";
 import { schemaState, withCurrentSchema } from "../open-database.js";
 import { databaseUrlOption, jsonOption } from "../options.js";
 import { iso, printJson, printLine, printTable } from "../output.js";

@@ -1,5 +1,5 @@
 import { InboxConfigError, InvalidEventError, TransientStoreError } from "../../core/errors.js";
-import type { ClaimResult, InboxClaim } from "../../core/store.js";
+import type { ClaimResult, InboxClaim } from "../../core/store-contract/store.js";
 import { type ClaimGuardStatements, applyClaimGuards } from "../sql/claim-guards.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import { MYSQL_MAX_FINGERPRINT_BYTES, MYSQL_MAX_HANDLER_BYTES, MYSQL_MAX_ID_BYTES } from "./migrations.js";

@@ -11,7 +11,7 @@ import { migrateMysql } from "./migrations.js";
 import { mysqlOutboxWrites } from "./outbox.js";
 import { ServerCheck } from "./server-check.js";
 import { quoteIdent } from "./values.js";
-import { writeProbe } from "../operations.js";
+import { writeProbe } from "../inbox-tables.js";
 
 export interface MysqlExecutorStoreOptions<Tx> {
   /** The data layer's transactions and statements, e.g. `fromKyselyMysql(db)`. */

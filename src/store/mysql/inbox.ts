@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { quarantineDedupKey } from "../../core/store.js";
+import { quarantineDedupKey } from "../../core/store-contract/store.js";
 import { quarantineEntryOf } from "../sql/quarantine-rows.js";
 import type { InboxStatements } from "../sql/sql-store.js";
 import { claimKeys, eventKeyBytes } from "./claim.js";

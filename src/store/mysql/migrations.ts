@@ -1,6 +1,6 @@
 import { TransientStoreError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
-import type { Migration } from "../migration.js";
+import type { Migration } from "../../core/store-contract/capabilities.js";
 import { type MigrationSteps, runMigrations } from "../sql/migration-runner.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import { isMysqlConnectionLoss } from "./errors.js";

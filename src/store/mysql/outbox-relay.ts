@@ -1,7 +1,7 @@
 import { CLAIMS_OUT } from "../../outbox/claim-pipeline.js";
 import { heldClaim } from "../../outbox/held-claim.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
-import type { HandedOffSettlement, OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
+import type { HandedOffSettlement, OutboxClaim, OutboxRow, OutboxSettlement } from "../../core/store-contract/outbox-relay-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlRow } from "../sql/sql-query.js";

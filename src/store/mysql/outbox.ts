@@ -1,5 +1,5 @@
-import type { OutboxRecord } from "../../core/store.js";
-import type { HandedOffRow } from "../../outbox/outbox-signal.js";
+import type { OutboxRecord } from "../../core/store-contract/store.js";
+import type { HandedOffRow } from "../../core/store-contract/outbox-signal.js";
 import type { SqlQuery, SqlResult, SqlRow } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";
 import { isMysqlDuplicateKey } from "./errors.js";

@@ -1,5 +1,9 @@
 import { PermanentEventError } from "../../core/errors.js";
-import type { MysqlConnection } from "./driver.js";
+
+/** What reading the limit needs of a connection (a MysqlConnection fits): one query. */
+interface LimitReader {
+  query(sql: string): Promise<[unknown, unknown]>;
+}
 
 /**
  * Statements smaller than this are sent without being weighed: far below any server's
@@ -22,7 +26,7 @@ export class PacketLimit {
   private limit: Promise<number> | undefined;
 
   /** Throws PermanentEventError `too_large` when the statement would not fit; `text`: sent with the values inlined (mysql2's `query`). */
-  async check(connection: MysqlConnection, sql: string, values: unknown, text: boolean): Promise<void> {
+  async check(connection: LimitReader, sql: string, values: unknown, text: boolean): Promise<void> {
     const list = Array.isArray(values) ? (values as unknown[]) : [];
     if (bytesAtMost(sql, list, text) < WEIGHED_FROM) return;
     const size = bytesOf(sql, list, text);
@@ -38,7 +42,7 @@ export class PacketLimit {
   }
 
   /** Checks what a handler's `query` or `execute` call would send: `(sql, values)` or `({ sql, values })`. */
-  checkCall(connection: MysqlConnection, method: "query" | "execute", args: readonly unknown[]): Promise<void> {
+  checkCall(connection: LimitReader, method: "query" | "execute", args: readonly unknown[]): Promise<void> {
     const [first, second] = args;
     if (typeof first === "string") return this.check(connection, first, second, method === "query");
     if (typeof first === "object" && first !== null && typeof (first as { sql?: unknown }).sql === "string") {
@@ -49,7 +53,7 @@ export class PacketLimit {
   }
 }
 
-async function readLimit(connection: MysqlConnection): Promise<number> {
+async function readLimit(connection: LimitReader): Promise<number> {
   const [rows] = await connection.query("SELECT @@max_allowed_packet AS packet");
   return Number((rows as Array<{ packet: unknown }>)[0]!.packet);
 }

@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../core/store-contract/outbox-relay-store.js";
 import { hasHostList, serverListOf } from "../host-list.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
@@ -14,7 +14,7 @@ import { MultiHostMysqlPool, type MysqlNodePool } from "./multi-host-pool.js";
 import { MysqlOutboxRelay } from "./outbox-relay.js";
 import { ServerCheck } from "./server-check.js";
 import { quoteIdent } from "./values.js";
-import { writeProbe } from "../operations.js";
+import { writeProbe } from "../inbox-tables.js";
 
 export interface MysqlStoreOptions<C extends MysqlConnection> {
   /** A mysql2/promise pool. The store never ends a pool it did not create. */

@@ -1,5 +1,5 @@
 import { TransientStoreError } from "../../core/errors.js";
-import type { ClaimResult, InboxClaim } from "../../core/store.js";
+import type { ClaimResult, InboxClaim } from "../../core/store-contract/store.js";
 import { type ClaimGuardStatements, applyClaimGuards } from "../sql/claim-guards.js";
 import type { SqlSession } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query.js";

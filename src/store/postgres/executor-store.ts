@@ -8,7 +8,7 @@ import { PostgresInbox } from "./inbox.js";
 import { migratePostgres } from "./migrations.js";
 import { PostgresOutboxWrites } from "./outbox.js";
 import { schemaPrefix } from "./store.js";
-import { writeProbe } from "../operations.js";
+import { writeProbe } from "../inbox-tables.js";
 
 /**
  * What a data layer (Kysely, Knex, Drizzle, Prisma...) lends the inbox on PostgreSQL: statements

@@ -1,7 +1,7 @@
 import type { EventKey } from "../../core/event.js";
 import {
   type ClaimResult, type InboxClaim, type QuarantineEntry, type QuarantineRecord, quarantineDedupKey,
-} from "../../core/store.js";
+} from "../../core/store-contract/store.js";
 import { quarantineEntryOf } from "../sql/quarantine-rows.js";
 import type { SqlSession } from "../sql/sql-driver.js";
 import type { InboxStatements } from "../sql/sql-store.js";

@@ -1,10 +1,12 @@
 import type { EventKey } from "../../core/event.js";
 import type {
   AuditLogPage, AuditRecord, QuarantineCauseCount, QuarantineCount, QuarantineDetail, QuarantineFilter, QuarantineStatus, ResolutionRequest, StoredVersion,
-} from "../../quarantine/quarantine-admin.js";
+} from "../../core/store-contract/quarantine-admin.js";
 import { checkResolvable, noSuchEntry, resolutionOptions } from "../../quarantine/resolution-rules.js";
-import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../retention/retention-store.js";
-import { type FailingOutboxRow, type InboxOperations, type OutboxBacklog, UNROUTABLE_MARK, inboxTableNames } from "../operations.js";
+import type { DedupSummary, PurgeBatchResult, PurgeHorizon, PurgeableRecords, QuarantineHold } from "../../core/store-contract/retention-admin.js";
+import { type FailingOutboxRow, type OutboxBacklog, UNROUTABLE_MARK } from "../../core/store-contract/outbox-admin.js";
+import { type InboxOperations } from "../../core/store-contract/capabilities.js";
+import { inboxTableNames } from "../inbox-tables.js";
 import { nullableDate, nullableText } from "../sql/column-reader.js";
 import { auditRecordOf, quarantineDetailOf } from "../sql/quarantine-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";

@@ -1,6 +1,6 @@
 import type { EventKey } from "../../core/event.js";
-import type { OutboxRecord } from "../../core/store.js";
-import type { HandedOffRow } from "../../outbox/outbox-signal.js";
+import type { OutboxRecord } from "../../core/store-contract/store.js";
+import type { HandedOffRow } from "../../core/store-contract/outbox-signal.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";

@@ -1,4 +1,4 @@
-import type { QuarantineCauseCount, QuarantineDetail, QuarantineFilter, QuarantineStatus } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineCauseCount, QuarantineDetail, QuarantineFilter, QuarantineStatus } from "../../core/store-contract/quarantine-admin.js";
 import { CAUSE_PREFIX_CHARS } from "../../quarantine/quarantine-cause.js";
 import { listGroupEntries } from "../../quarantine/quarantine-selection.js";
 import { type QuarantineFilterDialect, quarantineConditions } from "../sql/quarantine-filter.js";

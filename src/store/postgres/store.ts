@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../core/store-contract/outbox-relay-store.js";
 import { hasHostList, serverListOf } from "../host-list.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
@@ -12,7 +12,7 @@ import { PostgresInboxOperations } from "./operations.js";
 import { PostgresOutboxWrites } from "./outbox.js";
 import { MultiHostPgPool, NODE_CONNECT_TIMEOUT_MS } from "./multi-host-pool.js";
 import { PostgresOutboxRelay } from "./outbox-relay.js";
-import { writeProbe } from "../operations.js";
+import { writeProbe } from "../inbox-tables.js";
 
 export interface PostgresStoreOptions<C extends PgClient> {
   /** A pg Pool. The store never ends a pool it did not create. */

@@ -1,4 +1,4 @@
-import type { ClaimResult, InboxClaim } from "../../core/store.js";
+import type { ClaimResult, InboxClaim } from "../../core/store-contract/store.js";
 
 /**
  * The statements a dialect runs for the stale fence and the operator's one-time replay grants,

@@ -1,5 +1,5 @@
 import { InboxError, StoreUnavailableError, describeError } from "../../core/errors.js";
-import type { DatabaseHealth } from "../../core/store.js";
+import type { DatabaseHealth } from "../../core/store-contract/store.js";
 
 /**
  * Keeps what the transactions of a store met: an outage (an error of kind `connection`: the

@@ -1,5 +1,5 @@
 import type { Logger } from "../../core/logger.js";
-import type { Migration } from "../migration.js";
+import type { Migration } from "../../core/store-contract/capabilities.js";
 
 /**
  * What a dialect does for one migration run, inside whatever serialises migrators there (a

@@ -1,4 +1,4 @@
-import type { OutboxRow } from "../../outbox/outbox-store.js";
+import type { OutboxRow } from "../../core/store-contract/outbox-relay-store.js";
 import { type ColumnReader, nullableText } from "./column-reader.js";
 import type { SqlRow } from "./sql-query.js";
 

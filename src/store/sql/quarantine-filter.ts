@@ -1,4 +1,4 @@
-import type { QuarantineFilter } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineFilter } from "../../core/store-contract/quarantine-admin.js";
 
 /** What a dialect supplies to filter the quarantine table in its own SQL. */
 export interface QuarantineFilterDialect {

@@ -1,5 +1,5 @@
-import type { QuarantineEntry } from "../../core/store.js";
-import type { AuditRecord, QuarantineDetail, QuarantineStatus } from "../../quarantine/quarantine-admin.js";
+import type { QuarantineEntry } from "../../core/store-contract/store.js";
+import type { AuditRecord, QuarantineDetail, QuarantineStatus } from "../../core/store-contract/quarantine-admin.js";
 import { type ColumnReader, flagOf, nullableDate, nullableText } from "./column-reader.js";
 import type { SqlRow } from "./sql-query.js";
 

@@ -1,9 +1,9 @@
 import type { EventKey } from "../../core/event.js";
 import type {
   ClaimResult, DatabaseHealth, InboxClaim, OutboxRecord, QuarantineEntry, QuarantineRecord, Store, StoreTransaction,
-} from "../../core/store.js";
+} from "../../core/store-contract/store.js";
 import { Outbox } from "../../outbox/outbox.js";
-import { type HandedOffRow, type OutboxHandoff, OutboxSignal } from "../../outbox/outbox-signal.js";
+import { type HandedOffRow, type OutboxHandoff, OutboxSignal } from "../../core/store-contract/outbox-signal.js";
 import type { SqlDriver, SqlSession } from "./sql-driver.js";
 import type { SqlQuery, SqlStatement } from "./sql-query.js";
 

@@ -1,5 +1,5 @@
 import { TransientStoreError } from "../../core/errors.js";
-import type { ClaimResult, InboxClaim } from "../../core/store.js";
+import type { ClaimResult, InboxClaim } from "../../core/store-contract/store.js";
 import { type ClaimGuardStatements, applyClaimGuards } from "../sql/claim-guards.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 

@@ -1,4 +1,4 @@
-import { quarantineDedupKey } from "../../core/store.js";
+import { quarantineDedupKey } from "../../core/store-contract/store.js";
 import { quarantineEntryOf } from "../sql/quarantine-rows.js";
 import type { InboxStatements } from "../sql/sql-store.js";
 import { claimKeys } from "./claim.js";

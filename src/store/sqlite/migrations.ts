@@ -1,7 +1,7 @@
 import { TransientStoreError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { backoffDelay, sleep } from "../../core/retry-policy.js";
-import type { Migration } from "../migration.js";
+import type { Migration } from "../../core/store-contract/capabilities.js";
 import { type MigrationSteps, runMigrations } from "../sql/migration-runner.js";
 import type { SqlDriver, SqlSession } from "../sql/sql-driver.js";
 import type { SqliteDatabase } from "./driver.js";

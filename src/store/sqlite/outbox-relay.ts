@@ -1,6 +1,6 @@
 import { InboxConfigError } from "../../core/errors.js";
 import { type KeyHead, type KeyRange, claimRows, keyRanges, keyStarts, nextCursor, rowsPerKey, sendableRows } from "../../outbox/ordered-claim.js";
-import type { HandedOffSettlement, OutboxClaim, OutboxRow, OutboxSettlement } from "../../outbox/outbox-store.js";
+import type { HandedOffSettlement, OutboxClaim, OutboxRow, OutboxSettlement } from "../../core/store-contract/outbox-relay-store.js";
 import { outboxRowOf } from "../sql/outbox-rows.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlResult } from "../sql/sql-query.js";

@@ -1,7 +1,7 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../outbox/outbox-store.js";
+import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../core/store-contract/outbox-relay-store.js";
 import { loadDriver } from "../load-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { type SqliteDatabase, SqliteDriver } from "./driver.js";
@@ -10,7 +10,7 @@ import { migrateSqlite } from "./migrations.js";
 import { SqliteInboxOperations } from "./operations.js";
 import { sqliteOutboxWrites } from "./outbox.js";
 import { SqliteOutboxRelay } from "./outbox-relay.js";
-import { writeProbe } from "../operations.js";
+import { writeProbe } from "../inbox-tables.js";
 
 export interface SqliteStoreOptions<D extends SqliteDatabase> {
   database: D;

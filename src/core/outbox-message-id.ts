@@ -1,5 +1,5 @@
-import { eventScopedHash } from "../core/fingerprint.js";
-import type { OutboxSource } from "../core/store.js";
+import { eventScopedHash } from "./fingerprint.js";
+import type { OutboxSource } from "./store-contract/store.js";
 
 /**
  * The AMQP `messageId` of the `position`-th message (0-based) published while handling one

@@ -1,5 +1,5 @@
-import type { EventKey } from "../core/event.js";
-import type { QuarantineEntry } from "../core/store.js";
+import type { EventKey } from "../event.js";
+import type { QuarantineEntry } from "./store.js";
 
 /** Where a quarantine entry stands. Only `held` entries block cleanup. */
 export type QuarantineStatus = "held" | "replayed" | "discarded";

@@ -1,6 +1,6 @@
-import type { BackpressureState } from "../amqp/backpressure-gate.js";
-import type { OutcomeCounts } from "../amqp/delivery-settler.js";
-import type { DatabaseHealth } from "../core/store.js";
+import type { DatabaseHealth } from "../core/store-contract/store.js";
+import type { BackpressureState } from "./backpressure-gate.js";
+import type { OutcomeCounts } from "./delivery-settler.js";
 
 /** A consumer's state for a readiness probe or a status page: a plain object, cheap to read. */
 export interface ConsumerHealth {
@@ -26,19 +26,4 @@ export interface ConsumerHealth {
    */
   database?: DatabaseHealth;
   outcomes: Readonly<OutcomeCounts>;
-}
-
-/** The outbox relay's state. */
-export interface RelayHealth {
-  state: "idle" | "running" | "stopping" | "stopped";
-  connected: boolean;
-  node: string | null;
-  /** When the broker last confirmed a row; null before. */
-  lastPublishAt: Date | null;
-  /**
-   * What waits in the outbox, read at most once per the metrics' sample interval (15 s by
-   * default) whatever the number of calls; null when the store cannot tell or the read failed.
-   */
-  backlog: { pending: number; oldestPendingAgeSeconds: number } | null;
-  counts: Readonly<{ published: number; failed: number }>;
 }

@@ -1,4 +1,4 @@
-import type { EventKey } from "./event.js";
+import type { EventKey } from "../event.js";
 
 /** One inbox row to insert: the dedup record (scope and payload fingerprint). */
 export interface InboxClaim {

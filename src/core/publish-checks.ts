@@ -1,4 +1,4 @@
-import { InvalidPublishError } from "../core/errors.js";
+import { InvalidPublishError } from "./errors.js";
 
 /** Limits on what one publish may carry, beyond what AMQP itself cannot carry. */
 export interface PublishLimits {

@@ -1,5 +1,5 @@
-import { InvalidEventError } from "../core/errors.js";
-import type { DeliveryInfo } from "../core/handler.js";
+import { InvalidEventError } from "./errors.js";
+import type { DeliveryInfo } from "./handler.js";
 
 /** How the pipeline finds an event's own time, for the stale fence. */
 export interface StaleFenceOptions {

@@ -1,5 +1,5 @@
-import type { EventKey } from "../core/event.js";
-import type { OutboxRecord } from "../core/store.js";
+import type { EventKey } from "../event.js";
+import type { OutboxRecord } from "./store.js";
 
 /**
  * A row a committed transaction wrote to the outbox and hands to a relay of the same process,

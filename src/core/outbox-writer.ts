@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { InboxConfigError, InvalidPublishError } from "../core/errors.js";
-import type { OutboxRecord, OutboxSource, StoreTransaction } from "../core/store.js";
-import { withTraceHeaders } from "../observability/publish-trace.js";
-import { outboxMessageId } from "./message-id.js";
+import { InboxConfigError, InvalidPublishError } from "./errors.js";
+import { type Instrumentation, noInstrumentation } from "./instrumentation.js";
+import type { OutboxRecord, OutboxSource, StoreTransaction } from "./store-contract/store.js";
+import { outboxMessageId } from "./outbox-message-id.js";
 import { type PublishLimits, checkBodySize, checkHeaders, checkShortString, defaultPublishLimits } from "./publish-checks.js";
 import type { OutboxPublish, OutboxPublishOptions } from "./publish-options.js";
 
@@ -16,7 +16,12 @@ export class OutboxWriter {
   private sealed = false;
   private refused: InvalidPublishError | undefined;
 
-  constructor(private readonly source: OutboxSource | null, private readonly limits: PublishLimits = defaultPublishLimits) {}
+  /** `instrumentation` adds the active trace to each row's headers, for the relay to continue. */
+  constructor(
+    private readonly source: OutboxSource | null,
+    private readonly limits: PublishLimits = defaultPublishLimits,
+    private readonly instrumentation: Instrumentation = noInstrumentation,
+  ) {}
 
   /**
    * The `publish` handed to user code: validates at once, so the stack trace points at the call.
@@ -65,7 +70,7 @@ export class OutboxWriter {
     const position = this.records.length;
     const messageId = explicitId ?? (this.source ? outboxMessageId(this.source, position) : randomUUID());
     // The active trace goes with the row: the relay continues it whenever it publishes.
-    const headers = withTraceHeaders(amqp.headers);
+    const headers = this.instrumentation.traceHeaders(amqp.headers);
     const properties = encodeProperties(headers === amqp.headers ? amqp : { ...amqp, headers: headers }, json);
     this.records.push({
       messageId, exchange, routingKey, body: bytes, properties,

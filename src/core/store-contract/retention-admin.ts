@@ -1,9 +1,9 @@
 /**
  * What cleanup needs from a database: the purge horizon, the quarantine hold and batched
- * deletes. PostgreSQL and SQLite implement it in their `operations()`; a store that does not
- * cannot be cleaned up by this library (and has no stale fence either).
+ * deletes. PostgreSQL, MySQL and SQLite implement it in their `operations()`; a store that does
+ * not cannot be cleaned up by this library (and has no stale fence either).
  */
-export interface RetentionStore {
+export interface RetentionAdmin {
   /** The database's clock: cutoffs are computed on the same clock that wrote `first_seen`. */
   now(): Promise<Date>;
   /** Every handler's purge horizon (the newest `first_seen` purged so far). */
@@ -67,3 +67,6 @@ export interface PurgeBatchResult {
   /** Per handler touched by the batch: rows deleted and the horizon after the batch. */
   handlers: Array<{ handler: string; deleted: number; purgedThrough: Date }>;
 }
+
+/** @deprecated The former name of `RetentionAdmin`. */
+export type RetentionStore = RetentionAdmin;
