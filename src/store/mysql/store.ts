@@ -1,10 +1,10 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../core/store-contract/outbox-relay-store.js";
+import type { ClaimOptions, OutboxClaim, OutboxRelayStore } from "../../core/store-contract/outbox-relay-store.js";
 import { hasHostList, serverListOf } from "../host-list.js";
 import { loadDriver } from "../load-driver.js";
-import { SqlStore } from "../sql/sql-store.js";
+import { SqlRelayStore } from "../sql/sql-relay-store.js";
 import { type MysqlConnection, MysqlDriver, type MysqlIsolationLevel, type MysqlPool, SHORT_READ_COMMITTED } from "./driver.js";
 import { mysqlInboxStatements } from "./inbox.js";
 import { migrateMysql } from "./migrations.js";
@@ -57,13 +57,13 @@ const ISOLATION_LEVELS: ReadonlySet<string> = new Set(["READ COMMITTED", "REPEAT
  * publish from memory: outbox.ts), and `operations()` for retention and the
  * `rabbit-inbox` command. Failures are classified by classifyMysqlError.
  */
-export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends SqlStore<C> implements OutboxRelayStore {
+export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends SqlRelayStore<C> implements OutboxRelayStore {
   /** Narrowed from SqlStore's `string`, so `store.dialect === "mysql"` tells a MysqlStore from the others. */
   declare readonly dialect: "mysql";
   private readonly pool: MysqlPool<C>;
   private readonly driver: MysqlDriver<C>;
   private readonly prefix: string;
-  private readonly relay: MysqlOutboxRelay;
+  protected readonly relay: MysqlOutboxRelay;
 
   constructor(options: MysqlStoreOptions<C> & { ownsPool?: boolean }) {
     if (!options.pool) throw new InboxConfigError("MysqlStore needs a pool");
@@ -143,17 +143,5 @@ export class MysqlStore<C extends MysqlConnection = MysqlConnection> extends Sql
   /** Rows held FOR UPDATE SKIP LOCKED in an open transaction until settled (no lease: `relayId` and `leaseMs` are unused). */
   claimOutbox(options: Pick<ClaimOptions, "limit" | "holding">): Promise<OutboxClaim | null> {
     return this.relay.claim(options.limit, options.holding);
-  }
-
-  settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
-    return this.relay.settleHandedOff(settlement);
-  }
-
-  cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
-    return this.relay.cleanup(sentBefore, limit);
-  }
-
-  countPendingOutbox(atMost: number): Promise<number> {
-    return this.relay.countPending(atMost);
   }
 }

@@ -1,14 +1,12 @@
 import { InboxConfigError, TransientStoreError } from "../../core/errors.js";
+import { postgresTransactionStatements } from "./transaction-statements.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
 import { type ExecutorDialect, ExecutorDriver, type SqlExecutor } from "../sql/executor-driver.js";
 import { SqlStore } from "../sql/sql-store.js";
 import { classifyPostgresError } from "./errors.js";
-import { PostgresInbox } from "./inbox.js";
 import { migratePostgres } from "./migrations.js";
-import { PostgresOutboxWrites } from "./outbox.js";
 import { schemaPrefix } from "./store.js";
-import { writeProbe } from "../inbox-tables.js";
 
 /**
  * What a data layer (Kysely, Knex, Drizzle, Prisma...) lends the inbox on PostgreSQL: statements
@@ -70,11 +68,8 @@ export class PostgresExecutorStore<Tx> extends SqlStore<Tx> {
     const logger = options.logger ?? silentLogger;
     const driver = new ExecutorDriver(options.executor, postgresExecutorDialect);
     super({
-      name: "postgres",
+      ...postgresTransactionStatements(prefix, options.schema),
       driver,
-      inbox: new PostgresInbox(prefix, options.schema ?? ""),
-      writeProbe: writeProbe(prefix),
-      outbox: new PostgresOutboxWrites(prefix, options.schema),
       // Statement by statement: some data layers prepare every statement, and a prepared
       // statement holds one command. Same lock and version table as PostgresStore.migrate.
       migrate: () => driver.transaction(({ query }) => migratePostgres(query, { prefix, logger, statementByStatement: true })),

@@ -1,18 +1,16 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../core/store-contract/outbox-relay-store.js";
+import type { ClaimOptions, OutboxClaim, OutboxRelayStore, OutboxSubscription } from "../../core/store-contract/outbox-relay-store.js";
 import { hasHostList, serverListOf } from "../host-list.js";
 import { loadDriver } from "../load-driver.js";
-import { SqlStore } from "../sql/sql-store.js";
+import { SqlRelayStore } from "../sql/sql-relay-store.js";
 import { type PgClient, type PgPool, PostgresDriver } from "./driver.js";
-import { PostgresInbox } from "./inbox.js";
 import { migratePostgres } from "./migrations.js";
 import { PostgresInboxOperations } from "./operations.js";
-import { PostgresOutboxWrites } from "./outbox.js";
 import { MultiHostPgPool, NODE_CONNECT_TIMEOUT_MS } from "./multi-host-pool.js";
 import { PostgresOutboxRelay } from "./outbox-relay.js";
-import { writeProbe } from "../inbox-tables.js";
+import { postgresTransactionStatements } from "./transaction-statements.js";
 
 export interface PostgresStoreOptions<C extends PgClient> {
   /** A pg Pool. The store never ends a pool it did not create. */
@@ -40,11 +38,11 @@ export function schemaPrefix(schema: string | undefined): string {
  * the inbox's SQL (inbox.ts, claim.ts), the outbox's writes and its relay side (outbox.ts,
  * outbox-relay.ts) and the operator's operations() on the same pool.
  */
-export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> implements OutboxRelayStore {
+export class PostgresStore<C extends PgClient = PgClient> extends SqlRelayStore<C> implements OutboxRelayStore {
   /** Narrowed from SqlStore's `string`, so `store.dialect === "postgres"` tells a PostgresStore from the others. */
   declare readonly dialect: "postgres";
   private readonly prefix: string;
-  private readonly relay: PostgresOutboxRelay<C>;
+  protected readonly relay: PostgresOutboxRelay<C>;
 
   constructor(options: PostgresStoreOptions<C> & { ownsPool?: boolean }) {
     if (!options.pool) throw new InboxConfigError("PostgresStore needs a pool");
@@ -52,11 +50,8 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
     const logger = options.logger ?? silentLogger;
     const driver = new PostgresDriver(options.pool, options.ownsPool ?? false, logger);
     super({
-      name: "postgres",
+      ...postgresTransactionStatements(prefix, options.schema),
       driver,
-      inbox: new PostgresInbox(prefix, options.schema ?? ""),
-      writeProbe: writeProbe(prefix),
-      outbox: new PostgresOutboxWrites(prefix, options.schema),
       migrate: () => driver.transaction(({ query }) => migratePostgres(query, { prefix, logger, statementByStatement: false })),
     }, options.maxConcurrentTransactions ?? 10);
     this.prefix = prefix;
@@ -93,18 +88,6 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlStore<C> im
 
   claimOutbox(options: Pick<ClaimOptions, "limit" | "holding">): Promise<OutboxClaim | null> {
     return this.relay.claim(options.limit, options.holding);
-  }
-
-  settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
-    return this.relay.settleHandedOff(settlement);
-  }
-
-  cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
-    return this.relay.cleanup(sentBefore, limit);
-  }
-
-  countPendingOutbox(atMost: number): Promise<number> {
-    return this.relay.countPending(atMost);
   }
 
   /** LISTEN on a dedicated pool client (it stays checked out until the subscription closes). */

@@ -1,9 +1,9 @@
 import { InboxConfigError } from "../../core/errors.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
-import type { ClaimOptions, HandedOffSettlement, OutboxClaim, OutboxRelayStore } from "../../core/store-contract/outbox-relay-store.js";
+import type { ClaimOptions, OutboxClaim, OutboxRelayStore } from "../../core/store-contract/outbox-relay-store.js";
 import { loadDriver } from "../load-driver.js";
-import { SqlStore } from "../sql/sql-store.js";
+import { SqlRelayStore } from "../sql/sql-relay-store.js";
 import { type SqliteDatabase, SqliteDriver } from "./driver.js";
 import { sqliteInbox } from "./inbox.js";
 import { migrateSqlite } from "./migrations.js";
@@ -34,12 +34,12 @@ export interface SqliteOpenOptions {
  * connection, and transactions use BEGIN IMMEDIATE, so several processes on one file queue on
  * the write lock instead of failing at commit. For demos and small deployments.
  */
-export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlStore<D> implements OutboxRelayStore {
+export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlRelayStore<D> implements OutboxRelayStore {
   /** Set by SqlStore from the dialect; typed as the literal it always is. */
   declare readonly dialect: "sqlite";
   private readonly db: D;
   private readonly driver: SqliteDriver<D>;
-  private readonly relay: SqliteOutboxRelay;
+  protected readonly relay: SqliteOutboxRelay;
 
   constructor(options: SqliteStoreOptions<D> & { ownsDatabase?: boolean }) {
     if (!options.database) throw new InboxConfigError("SqliteStore needs a database");
@@ -77,17 +77,5 @@ export class SqliteStore<D extends SqliteDatabase = SqliteDatabase> extends SqlS
 
   claimOutbox(options: ClaimOptions): Promise<OutboxClaim | null> {
     return this.relay.claim(options.limit, options.relayId, options.leaseMs, options.holding);
-  }
-
-  settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
-    return this.relay.settleHandedOff(settlement);
-  }
-
-  cleanupOutbox(sentBefore: Date, limit: number): Promise<number> {
-    return this.relay.cleanup(sentBefore, limit);
-  }
-
-  countPendingOutbox(atMost: number): Promise<number> {
-    return this.relay.countPending(atMost);
   }
 }

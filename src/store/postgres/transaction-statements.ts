@@ -1,0 +1,17 @@
+import { writeProbe } from "../inbox-tables.js";
+import { PostgresInbox } from "./inbox.js";
+import { PostgresOutboxWrites } from "./outbox.js";
+
+/**
+ * The SQL every PostgreSQL store runs inside its transactions, whoever holds the connection (its
+ * own pool or a data layer's transaction): the inbox's statements, the write probe and the
+ * outbox's writes.
+ */
+export function postgresTransactionStatements(prefix: string, schema: string | undefined) {
+  return {
+    name: "postgres",
+    inbox: new PostgresInbox(prefix, schema ?? ""),
+    writeProbe: writeProbe(prefix),
+    outbox: new PostgresOutboxWrites(prefix, schema),
+  };
+}
