@@ -1,4 +1,4 @@
-import type { DatabaseHealth } from "../../src/observability.js";
+import type { DatabaseHealth } from "../../src/observability-entry.js";
 import {
   type DatabaseTarget, type InboxHandler, type Logger, type OutboxRelayStore, type Store, databaseTargetOf, openStore,
 } from "../../src/index.js";

@@ -36,7 +36,7 @@
  *                       producer's child. Default: the library's (batch; message when LEDGER_BATCH_SIZE is 1)
  * SIGTERM or SIGINT drains in-flight work and exits 0.
  */
-import type { DatabaseHealth } from "../../src/observability.js";
+import type { DatabaseHealth } from "../../src/observability-entry.js";
 import { InboxConsumer, OutboxRelay, createJsonLogger, outboxBackpressure } from "../../src/index.js";
 import { describeAmqpConnectError, faultInjection, redactSecrets } from "../../src/operations.js";
 import { openLedgerDatabase } from "./ledger-database.js";
