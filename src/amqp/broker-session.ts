@@ -7,7 +7,9 @@ import { ConfirmedPublisher } from "./confirmed-publisher.js";
 /** What a session tells its keeper (see ReconnectingSession), once each for `lost`. */
 export interface BrokerSessionListener {
   lost(session: BrokerSession, what: string, error: Error | undefined): void;
+  /** An error the connection or its confirm channel reported; their close follows. */
   error?(session: BrokerSession, source: "connection" | "publish channel", error: Error): void;
+  /** The broker blocked the connection (a resource alarm): publishes wait. */
   blocked?(session: BrokerSession, reason: string): void;
   unblocked?(session: BrokerSession): void;
   /**

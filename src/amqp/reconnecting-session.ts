@@ -2,21 +2,17 @@ import { type Backoff, backoffDelay, sleep } from "../core/retry-policy.js";
 import type { BrokerConnector } from "./broker-connection.js";
 import { BrokerSession, type BrokerSessionListener } from "./broker-session.js";
 
-/** What the keeper of a session reports to its owner, who logs it in its own words. */
-export interface ReconnectingSessionEvents {
+/**
+ * What the keeper of a session reports to its owner, who logs it in its own words: what the
+ * current session reports (errors, blocks, nacked channels), and the loss and reconnects.
+ */
+export interface ReconnectingSessionEvents extends Pick<BrokerSessionListener, "error" | "blocked" | "unblocked" | "publishChannelNacked"> {
   /** The current session is lost. `reconnecting`: a new one is on its way (false once close() began). */
   lost?(session: BrokerSession, what: string, error: Error | undefined, reconnecting: boolean): void;
   /** A new session replaced the lost one, at this attempt (counted from 1). */
   restored?(session: BrokerSession, attempt: number): void;
   /** A reconnect attempt failed; the next follows after the backoff. */
   reconnectFailed?(attempt: number, error: unknown): void;
-  /** An error the connection or its confirm channel reported; their close follows. */
-  error?(session: BrokerSession, source: "connection" | "publish channel", error: Error): void;
-  /** The broker blocked the connection (a resource alarm): publishes wait. */
-  blocked?(session: BrokerSession, reason: string): void;
-  unblocked?(session: BrokerSession): void;
-  /** A nack retired the session's confirm channel; another opens in `delayMs` (see `replaceNackedChannel`). */
-  publishChannelNacked?(session: BrokerSession, delayMs: number, inARow: number): void;
 }
 
 export interface ReconnectingSessionOptions {
