@@ -137,6 +137,21 @@ adapter_errors="$(cd "$app" && node "$repo/node_modules/typescript/bin/tsc" -p t
 [ -z "$adapter_errors" ] || fail "type-checking the adapters' subpaths against their data layers: $adapter_errors"
 echo "pack-check: the adapters' types resolve against their data layers, skipLibCheck false"
 
+# The README's whole programs (its TypeScript blocks that start with an import), as a reader
+# copies them into a project with this package installed: strict, skipLibCheck false. The other
+# blocks are fragments that name variables of the reader's own code.
+node - "$installed/README.md" "$app" <<'JS' || fail "extracting the README's programs"
+const { readFileSync, writeFileSync } = require("node:fs");
+const [readme, app] = process.argv.slice(2);
+const blocks = [...readFileSync(readme, "utf8").matchAll(/^```ts\n([\s\S]*?)^```/gm)].map((m) => m[1]).filter((code) => code.startsWith("import "));
+if (blocks.length === 0) { console.error("pack-check: the README has no TypeScript program"); process.exit(1); }
+const files = blocks.map((code, i) => { writeFileSync(`${app}/readme-${i + 1}.ts`, code); return `readme-${i + 1}.ts`; });
+writeFileSync(`${app}/readme-check.json`, JSON.stringify({ compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, skipLibCheck: false, types: ["node"] }, files }));
+console.log(`pack-check: ${files.length} README programs extracted`);
+JS
+(cd "$app" && node "$repo/node_modules/typescript/bin/tsc" -p readme-check.json) || fail "type-checking the README's programs against the installed package"
+echo "pack-check: the README's programs compile against the installed package"
+
 # A Nest project as `nest new` lays it out (Nest 11's application schematic: CommonJS output,
 # module nodenext, legacy decorators with their metadata, isolatedModules; TypeScript 6 wants
 # rootDir where the schematic had baseUrl), checked with --strict on top, with the tarball and the Nest, TypeORM and driver versions this repository tests with,
