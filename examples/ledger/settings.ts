@@ -38,19 +38,20 @@ export interface LedgerSettings {
 }
 
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
-  const text = env[name];
-  if (text === undefined || text === "") return fallback;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
-  return value;
+  return integerSetting(env, name, fallback, 1, "a positive integer");
 }
 
 /** A whole number of milliseconds, 0 allowed. */
 function nonNegativeInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  return integerSetting(env, name, fallback, 0, "a whole number of milliseconds (0 or more)");
+}
+
+/** An integer setting of at least `min`; unset or empty: `fallback`. The error names the variable and what it must be. */
+function integerSetting(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number, what: string): number {
   const text = env[name];
   if (text === undefined || text === "") return fallback;
   const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`${name} must be a whole number of milliseconds (0 or more), got ${JSON.stringify(text)}`);
+  if (!Number.isSafeInteger(value) || value < min) throw new Error(`${name} must be ${what}, got ${JSON.stringify(text)}`);
   return value;
 }
 
