@@ -63,7 +63,8 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
         let failed = false;
         const fail = (error: unknown) => { failed = true; reject(error instanceof Error ? error : new Error(String(error))); };
         publisher.on("return", () => fail(new Error(`a balance.changed was returned unroutable by ${exchange}`)));
-        const waiting: ConsumeMessage[] = [];
+        // Each delivery with its event, parsed once as it arrives.
+        const waiting: Array<{ message: ConsumeMessage; event: Adjustment }> = [];
         let startedAt = 0;
         let received = 0;
         let deleted = 0;
@@ -85,14 +86,14 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
           }
         };
 
-        const applyBatch = async (batch: ConsumeMessage[]) => {
-          const events: Adjustment[] = batch.map((m) => adjustment(m.content));
+        const applyBatch = async (batch: Array<{ message: ConsumeMessage; event: Adjustment }>) => {
+          const events = batch.map((d) => d.event);
           const sums = new Map<string, bigint>();
           for (const e of events) sums.set(e.accountId, (sums.get(e.accountId) ?? 0n) + BigInt(e.delta));
           await tx.query("BEGIN");
           await tx.query({
             name: "by_hand_dedup", text: DEDUP,
-            values: [events.map((e) => e.tenant), events.map((e) => e.eventId), batch.map((m) => createHash("sha256").update(m.content).digest("hex"))],
+            values: [events.map((e) => e.tenant), events.map((e) => e.eventId), batch.map((d) => createHash("sha256").update(d.message.content).digest("hex"))],
           });
           const tenant = events[0]!.tenant;
           const before = await postgresLedgerSql.adjustAccounts!(tx, [...sums].map(([account, sum]) => [tenant, account, sum]));
@@ -110,7 +111,7 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
             values: [exchange, messageIds, bodies, events.map(() => properties), events.map((e) => accountOrderingKey(e.tenant, e.accountId)), events.map((e) => e.tenant), events.map((e) => e.eventId)],
           });
           await tx.query("COMMIT");
-          consumer.ack(batch[batch.length - 1]!, true);
+          consumer.ack(batch[batch.length - 1]!.message, true);
           publishAndDelete(rows.map((r: { id: string }, i) => ({ id: Number(r.id), messageId: messageIds[i]!, body: bodies[i]!, timestamp })));
         };
 
@@ -131,8 +132,9 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
           const now = performance.now();
           if (received === 0) startedAt = now;
           received++;
-          deliveredAt[eventIndex(adjustment(message.content).eventId)] = now;
-          waiting.push(message);
+          const event = adjustment(message.content);
+          deliveredAt[eventIndex(event.eventId)] = now;
+          waiting.push({ message, event });
           // After the deliveries already read from the socket: a batch takes all that came together.
           if (!running) setImmediate(() => void run());
         }, { noAck: false }).catch(fail);
