@@ -5,10 +5,11 @@
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { OutboxRelay } from "../../src/outbox/outbox-relay.js";
-import type { OutboxClaim, OutboxRelayStore, OutboxRow, OutboxSettlement } from "../../src/core/store-contract/outbox-relay-store.js";
+import type { OutboxClaim, OutboxRelayStore, OutboxSettlement } from "../../src/core/store-contract/outbox-relay-store.js";
 import { OutboxSignal } from "../../src/core/store-contract/outbox-signal.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { NODE_A, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
+import { RELAY_TEST_QUEUE, declareRelayTestQueue, relayTestRow } from "../support/fake-relay.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -21,10 +22,7 @@ beforeEach(() => {
 
 describe("a before-publish hook that throws", () => {
   it("ends its claim with nothing marked and publishes none of it; the next claim goes out", async () => {
-    const connection = await broker.connect(NODE_A);
-    await (await connection.createChannel()).assertQueue("orders");
-    await connection.close();
-    const row = (id: number): OutboxRow => ({ id, messageId: `m-${id}`, exchange: "", routingKey: "orders", body: Buffer.from("{}"), properties: {}, orderingKey: null, attempts: 0 });
+    await declareRelayTestQueue(broker);
     const settlements: Array<{ claim: number; settlement: OutboxSettlement }> = [];
     let claims = 0;
     const store: OutboxRelayStore = {
@@ -32,7 +30,7 @@ describe("a before-publish hook that throws", () => {
       claimOutbox(): Promise<OutboxClaim | null> {
         const claim = ++claims;
         if (claim > 2) return Promise.resolve(null);
-        return Promise.resolve({ rows: [row(claim)], expiresAt: Infinity, settle: (settlement) => { settlements.push({ claim, settlement }); return Promise.resolve(); } });
+        return Promise.resolve({ rows: [relayTestRow(claim)], expiresAt: Infinity, settle: (settlement) => { settlements.push({ claim, settlement }); return Promise.resolve(); } });
       },
       cleanupOutbox: () => Promise.resolve(0),
     };
@@ -49,7 +47,7 @@ describe("a before-publish hook that throws", () => {
       { claim: 1, settlement: { sent: [], failed: [] } },
       { claim: 2, settlement: { sent: [2], failed: [] } },
     ]);
-    expect(broker.queue("orders").messages.map((m) => String(m.properties.messageId))).toEqual(["m-2"]);
+    expect(broker.queue(RELAY_TEST_QUEUE).messages.map((m) => String(m.properties.messageId))).toEqual(["m-2"]);
     expect(logged(lines, "outbox relay cannot claim rows; retrying").map((l) => l.fields.error)).toEqual(["drill: stop before publishing"]);
   });
 });

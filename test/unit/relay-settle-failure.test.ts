@@ -6,10 +6,11 @@
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { OutboxRelay } from "../../src/outbox/outbox-relay.js";
-import type { OutboxClaim, OutboxRelayStore, OutboxRow } from "../../src/core/store-contract/outbox-relay-store.js";
+import type { OutboxClaim, OutboxRelayStore } from "../../src/core/store-contract/outbox-relay-store.js";
 import { OutboxSignal } from "../../src/core/store-contract/outbox-signal.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
 import { NODE_A, fakeBrokerPerTest, until } from "../support/fake-consumer.js";
+import { declareRelayTestQueue, relayTestRow } from "../support/fake-relay.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 
 vi.mock("amqplib", async () => (await import("../support/fake-amqp.js")).amqplibOverFakeBroker());
@@ -22,10 +23,8 @@ beforeEach(() => {
 
 describe("a relay round that fails to settle while the next claim fails", () => {
   it("logs both failures", async () => {
-    const connection = await broker.connect(NODE_A);
-    await (await connection.createChannel()).assertQueue("orders");
-    await connection.close();
-    const row: OutboxRow = { id: 1, messageId: "m-1", exchange: "", routingKey: "orders", body: Buffer.from("{}"), properties: {}, orderingKey: null, attempts: 0 };
+    await declareRelayTestQueue(broker);
+    const row = relayTestRow(1);
     let claims = 0;
     const store: OutboxRelayStore = {
       dialect: "memory", outboxSignal: new OutboxSignal(), overlappingClaims: true,
