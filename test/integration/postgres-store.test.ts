@@ -9,6 +9,7 @@ import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js"
 import { createPgSchema, openPostgresStore } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 import { type SentQuery, recordingPgPool } from "../support/recording-pg-pool.js";
+import { decodeBinaryArray } from "../support/binary-array.js";
 
 /** What the store sends to open a transaction: BEGIN and the batch claim's savepoint, no value in it. */
 const BEGIN = "BEGIN; SAVEPOINT rabbit_inbox_claim";
@@ -113,7 +114,9 @@ describe("PostgresStore batch claim: plain INSERT in a savepoint, ON CONFLICT af
     expect(claims).toHaveLength(1);
     expect(claims[0]!.text).not.toContain("ON CONFLICT");
     expect(claims[0]!.name).toBe("ri_claim_all");
-    expect(claims[0]!.values.slice(0, 3)).toEqual(["fast", ["t1", "t1", "t1"], ["a", "b", "c"]]);
+    // In PostgreSQL's binary array format: one Buffer per array, no literal to quote or parse.
+    expect(claims[0]!.values.slice(0, 3).map((v) => (Buffer.isBuffer(v) ? decodeBinaryArray(v) : v))).toEqual(["fast", ["t1", "t1", "t1"], ["a", "b", "c"]]);
+    expect(claims[0]!.values.slice(1).every((v) => Buffer.isBuffer(v))).toBe(true);
     expect(await store.countInbox("fast")).toBe(3);
   });
 

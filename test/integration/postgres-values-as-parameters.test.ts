@@ -19,6 +19,7 @@ import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js"
 import { createPgSchema } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 import { type SentQuery, recordingPgPool } from "../support/recording-pg-pool.js";
+import { parameterElements } from "../support/binary-array.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
@@ -37,12 +38,12 @@ async function recordingStore(): Promise<{ store: PostgresStore; sent: SentQuery
   return { store, sent, pool };
 }
 
-/** Every string a query carried as a parameter, array elements included. */
+/** Every string a query carried as a parameter, array elements included (binary arrays decoded). */
 function parameterStrings(sent: readonly SentQuery[]): Set<string> {
   const strings = new Set<string>();
   for (const { values } of sent) {
     for (const value of values) {
-      for (const v of Array.isArray(value) ? value : [value]) if (typeof v === "string") strings.add(v);
+      for (const v of parameterElements(value)) if (typeof v === "string") strings.add(v);
     }
   }
   return strings;

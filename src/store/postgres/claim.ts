@@ -3,6 +3,7 @@ import type { ClaimResult, InboxClaim } from "../../core/store-contract/store.js
 import { type ClaimGuardStatements, applyClaimGuards } from "../sql/claim-guards.js";
 import type { SqlSession } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query.js";
+import { type ArrayParameters, plainArrays } from "./array-parameters.js";
 import { statementTag } from "./prepared-statements.js";
 
 /**
@@ -29,20 +30,23 @@ export const CLAIM_SAVEPOINT = "rabbit_inbox_claim";
 export class PostgresClaim {
   private readonly sql: ReturnType<typeof claimStatements>;
 
-  constructor(prefix: string, schema: string) {
+  /** `arrays`: how the batch statements' array parameters travel (binary on the store's own pg clients). */
+  constructor(prefix: string, schema: string, private readonly arrays: ArrayParameters = plainArrays) {
     this.sql = claimStatements(prefix, statementTag(schema));
   }
 
   /** `session`, when it offers savepoints, lets a batch claim take the fast path: see insertBatch. */
   async claim(session: SqlSession<unknown>, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]> {
     const { query } = session;
-    const tenants = claims.map((c) => c.key.tenant);
-    const ids = claims.map((c) => c.key.eventId);
-    // One event (strict mode): a plain VALUES insert, cheaper to run than the unnest form.
+    const { arrays } = this;
     const single = claims.length === 1 ? claims[0]! : undefined;
+    // Encoded once for every statement below.
+    const tenants = arrays.text(claims.map((c) => c.key.tenant));
+    const ids = arrays.text(claims.map((c) => c.key.eventId));
+    // One event (strict mode): a plain VALUES insert, cheaper to run than the unnest form.
     const inserted = single
       ? (await query({ name: this.sql.claimOneName, text: this.sql.claimOne, values: [handler, single.key.tenant, single.key.eventId, single.fingerprint] })).rows
-      : await this.insertBatch(query, offersSavepoints(session) ? session : undefined, [handler, tenants, ids, claims.map((c) => c.fingerprint)]);
+      : await this.insertBatch(query, offersSavepoints(session) ? session : undefined, [handler, tenants, ids, arrays.text(claims.map((c) => c.fingerprint))]);
     const allInserted = inserted === null || inserted.length === claims.length;
     const fenced = claims.some((c) => c.eventTime !== undefined);
     if (allInserted && !fenced) return claims.map(() => ({ status: "claimed" }));
@@ -62,7 +66,7 @@ export class PostgresClaim {
         return { status: "exists", fingerprint };
       });
     }
-    return applyClaimGuards(this.guards(query), handler, claims, results, isInserted);
+    return applyClaimGuards(this.guards(query, this.arrays), handler, claims, results, isInserted);
   }
 
   /**
@@ -104,7 +108,7 @@ export class PostgresClaim {
    * purged event a second time. The price is one primary-key read of a one-row-per-handler table
    * per transaction that applies timestamped events, amortised over the batch.
    */
-  private guards(query: SqlQuery): ClaimGuardStatements {
+  private guards(query: SqlQuery, arrays: ArrayParameters): ClaimGuardStatements {
     const sql = this.sql;
     return {
       async horizonMs(handler) {
@@ -127,7 +131,7 @@ export class PostgresClaim {
         return rows.length > 0;
       },
       async unclaim(handler, claims) {
-        await query({ name: sql.unclaimName, text: sql.unclaim, values: [handler, claims.map((c) => c.key.tenant), claims.map((c) => c.key.eventId)] });
+        await query({ name: sql.unclaimName, text: sql.unclaim, values: [handler, arrays.text(claims.map((c) => c.key.tenant)), arrays.text(claims.map((c) => c.key.eventId))] });
       },
     };
   }

@@ -6,6 +6,7 @@ import { quarantineEntryOf } from "../sql/quarantine-rows.js";
 import type { SqlSession } from "../sql/sql-driver.js";
 import type { InboxStatements } from "../sql/sql-store.js";
 import type { SqlQuery } from "../sql/sql-query.js";
+import type { ArrayParameters } from "./array-parameters.js";
 import { PostgresClaim } from "./claim.js";
 import { postgresColumns } from "./columns.js";
 import { statementTag } from "./prepared-statements.js";
@@ -19,9 +20,9 @@ export class PostgresInbox implements InboxStatements {
   private readonly sql: ReturnType<typeof inboxStatements>;
   private readonly claims: PostgresClaim;
 
-  constructor(private readonly prefix: string, schema: string) {
+  constructor(private readonly prefix: string, schema: string, arrays?: ArrayParameters) {
     this.sql = inboxStatements(prefix, statementTag(schema));
-    this.claims = new PostgresClaim(prefix, schema);
+    this.claims = new PostgresClaim(prefix, schema, arrays);
   }
 
   claim(session: SqlSession<unknown>, handler: string, claims: readonly InboxClaim[]): Promise<ClaimResult[]> {

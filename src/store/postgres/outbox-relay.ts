@@ -7,6 +7,7 @@ import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlRow } from "../sql/sql-query.js";
 import { postgresColumns } from "./columns.js";
 import { classifyPostgresError, discardsPostgresSession, isPostgresConnectionLoss } from "./errors.js";
+import { binaryArrays } from "./array-parameters.js";
 import { POSTGRES_OUTBOX_CHANNEL } from "./outbox.js";
 import { type PgClient, type PgPool, checkOut, nodeOfPgClient } from "./pg-client.js";
 import { statementTag } from "./prepared-statements.js";
@@ -24,6 +25,14 @@ function canListen(client: PgClient): client is PgClient & ListeningClient {
 
 /** PostgreSQL text cannot hold U+0000 (22021); error texts come from brokers and sockets. */
 const withoutNul = (text: string) => text.replaceAll("\u0000", "");
+
+/** Failed rows as the three arrays the statements unnest: id, error, delay before the next attempt. */
+function failedColumns(failed: OutboxSettlement["failed"]): unknown[] {
+  return [
+    binaryArrays.int8(failed.map((f) => f.id)), binaryArrays.text(failed.map((f) => withoutNul(f.error))),
+    binaryArrays.int8(failed.map((f) => Math.max(0, Math.round(f.retryDelayMs)))),
+  ];
+}
 
 /**
  * The relay's side of the outbox on PostgreSQL. A claim is a transaction of its own, on a client
@@ -59,8 +68,7 @@ export class PostgresOutboxRelay<C extends PgClient> {
     await this.driver.read((query) => query({
       name, text,
       values: [
-        sent, failed.map((f) => f.id), failed.map((f) => withoutNul(f.error)), failed.map((f) => Math.max(0, Math.round(f.retryDelayMs))),
-        due, this.schema,
+        binaryArrays.int8(sent), ...failedColumns(failed), binaryArrays.int8(due), this.schema,
       ],
     }));
   }
@@ -79,12 +87,12 @@ export class PostgresOutboxRelay<C extends PgClient> {
       try {
         if (settle && settle.sent.length > 0) {
           const [name, text] = settle.deleteSent ? [this.sql.deleteSentName, this.sql.deleteSent] : [this.sql.markSentName, this.sql.markSent];
-          await client.query({ name, text, values: [settle.sent] });
+          await client.query({ name, text, values: [binaryArrays.int8(settle.sent)] });
         }
         if (settle && settle.failed.length > 0) {
           await client.query({
             name: this.sql.markFailedName, text: this.sql.markFailed,
-            values: [settle.failed.map((f) => f.id), settle.failed.map((f) => withoutNul(f.error)), settle.failed.map((f) => Math.max(0, Math.round(f.retryDelayMs)))],
+            values: failedColumns(settle.failed),
           });
         }
         await client.query(statement);
@@ -138,9 +146,9 @@ export class PostgresOutboxRelay<C extends PgClient> {
     this.keyCursor = nextCursor(heads, this.keyCursor);
     const starts = keyStarts(heads, holding);
     const unsent = (await client.query({
-      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [starts.map((h) => h.orderingKey), starts.map((h) => h.id), rowsPerKey(limit, heads.length)],
+      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [binaryArrays.text(starts.map((h) => h.orderingKey)), binaryArrays.int8(starts.map((h) => h.id)), rowsPerKey(limit, heads.length)],
     })).rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) }));
-    const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [unsent.map((r) => r.id)] });
+    const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [binaryArrays.int8(unsent.map((r) => r.id))] });
     return sendableRows(locked.rows.map(toRow), unsent);
   }
 

@@ -4,6 +4,7 @@ import type { HandedOffRow } from "../../core/store-contract/outbox-signal.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";
+import { type ArrayParameters, plainArrays } from "./array-parameters.js";
 import { statementTag } from "./prepared-statements.js";
 
 /**
@@ -23,7 +24,8 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
   /** The configured schema, or null to use the session's current_schema(). */
   private readonly schema: string | null;
 
-  constructor(prefix: string, schema: string | undefined) {
+  /** `arrays`: how the array parameters travel (binary on the store's own pg clients). */
+  constructor(prefix: string, schema: string | undefined, private readonly arrays: ArrayParameters = plainArrays) {
     this.sql = writeStatements(prefix, statementTag(schema ?? ""));
     this.schema = schema ?? null;
   }
@@ -33,9 +35,7 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     if (records.length === 0) return 0;
     const { rows } = await query({
       name: this.sql.writeName, text: this.sql.write,
-      values: [
-        ...columnsOf(records), this.schema,
-      ],
+      values: [...columnsOf(records, this.arrays), this.schema],
     });
     return Number(rows[0]?.n ?? 0);
   }
@@ -49,9 +49,7 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     if (records.length === 0) return [];
     const { rows } = await query({
       name: this.sql.writeLeasedName, text: this.sql.writeLeased,
-      values: [
-        ...columnsOf(records), Math.max(0, Math.round(leaseMs)),
-      ],
+      values: [...columnsOf(records, this.arrays), Math.max(0, Math.round(leaseMs))],
     });
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
     // One twice in the write inserted its first record (the later one conflicted with it).
@@ -68,19 +66,19 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     if (keys.length === 0) return 0;
     const { rows } = await driver.read((query) => query({
       name: this.sql.resendName, text: this.sql.resend,
-      values: [handler, keys.map((k) => k.tenant), keys.map((k) => k.eventId), this.schema],
+      values: [handler, this.arrays.text(keys.map((k) => k.tenant)), this.arrays.text(keys.map((k) => k.eventId)), this.schema],
     }));
     return Number(rows[0]?.n ?? 0);
   }
 }
 
 /** The records as the nine column arrays the writes unnest, in their column order. */
-function columnsOf(records: readonly OutboxRecord[]): unknown[][] {
+function columnsOf(records: readonly OutboxRecord[], arrays: ArrayParameters): unknown[] {
   return [
-    records.map((r) => r.messageId), records.map((r) => r.exchange), records.map((r) => r.routingKey),
-    records.map((r) => r.body), records.map((r) => r.properties), records.map((r) => r.orderingKey),
-    records.map((r) => r.source?.tenant ?? null), records.map((r) => r.source?.handler ?? null),
-    records.map((r) => r.source?.eventId ?? null),
+    arrays.text(records.map((r) => r.messageId)), arrays.text(records.map((r) => r.exchange)), arrays.text(records.map((r) => r.routingKey)),
+    arrays.bytea(records.map((r) => r.body)), arrays.jsonb(records.map((r) => r.properties)), arrays.text(records.map((r) => r.orderingKey)),
+    arrays.text(records.map((r) => r.source?.tenant ?? null)), arrays.text(records.map((r) => r.source?.handler ?? null)),
+    arrays.text(records.map((r) => r.source?.eventId ?? null)),
   ];
 }
 

@@ -11,9 +11,13 @@ import { PostgresInboxOperations } from "./operations.js";
 import { MultiHostPgPool, NODE_CONNECT_TIMEOUT_MS } from "./multi-host-pool.js";
 import { PostgresOutboxRelay } from "./outbox-relay.js";
 import { postgresTransactionStatements } from "./transaction-statements.js";
+import { binaryArrays } from "./array-parameters.js";
 
 export interface PostgresStoreOptions<C extends PgClient> {
-  /** A pg Pool. The store never ends a pool it did not create. */
+  /**
+   * A node-postgres (`pg`) Pool, of its JavaScript clients: the store sends batch arrays as binary
+   * parameters, which pg-native's clients cannot send. The store never ends a pool it did not create.
+   */
   pool: PgPool<C>;
   /** Schema of the inbox tables. Default: unqualified names (the connection's search_path). */
   schema?: string;
@@ -50,7 +54,7 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlRelayStore<
     const logger = options.logger ?? silentLogger;
     const driver = new PostgresDriver(options.pool, options.ownsPool ?? false, logger);
     super({
-      ...postgresTransactionStatements(prefix, options.schema),
+      ...postgresTransactionStatements(prefix, options.schema, binaryArrays),
       driver,
       migrate: () => driver.transaction(({ query }) => migratePostgres(query, { prefix, logger, statementByStatement: false })),
     }, options.maxConcurrentTransactions ?? 10);
