@@ -7,6 +7,10 @@ interface Pending {
   routingKey: string;
   content: Buffer;
   messageId: unknown;
+  /** When its confirm is overdue (performance.now()). */
+  deadline: number;
+  /** Ends the publish: rejects with `error`, else resolves (or rejects if it was returned). */
+  finish(error?: Error): void;
 }
 
 /**
@@ -48,6 +52,12 @@ export class ConfirmedPublisher {
   /** Those of them the broker returned: their confirm, when it comes, is a failure. */
   private readonly returned = new Set<Pending>();
   private idleWaiters: Array<() => void> = [];
+  /**
+   * One timer for every unconfirmed publish, due at the oldest one's deadline: publishes are
+   * made in order with the same timeout, so the oldest is always the first overdue, and a
+   * publish costs no timer of its own.
+   */
+  private overdueTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly channel: ConfirmChannel, private readonly timeoutMs: number, private readonly events: ConfirmedPublisherEvents = {}) {
     channel.on("return", (message: ReturnedMessage) => this.markReturned(message));
@@ -63,33 +73,50 @@ export class ConfirmedPublisher {
   }
 
   publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish = {}): Promise<void> {
-    const publish: Pending = { exchange, routingKey, content, messageId: options.messageId };
-    this.unconfirmed.add(publish);
     return new Promise<void>((resolve, reject) => {
       let done = false;
-      const finish = (error?: Error) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        this.unconfirmed.delete(publish);
-        const wasReturned = this.returned.delete(publish);
-        if (this.unconfirmed.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
-        if (error) reject(error);
-        else if (wasReturned) reject(new QuarantinePublishError(`message to ${JSON.stringify(routingKey)} on exchange ${JSON.stringify(exchange)} was unroutable (no queue bound)`));
-        else resolve();
+      const publish: Pending = {
+        exchange, routingKey, content, messageId: options.messageId, deadline: performance.now() + this.timeoutMs,
+        finish: (error) => {
+          if (done) return;
+          done = true;
+          this.unconfirmed.delete(publish);
+          const wasReturned = this.returned.delete(publish);
+          if (this.unconfirmed.size === 0) {
+            clearTimeout(this.overdueTimer);
+            this.overdueTimer = undefined;
+            for (const resolve of this.idleWaiters.splice(0)) resolve();
+          }
+          if (error) reject(error);
+          else if (wasReturned) reject(new QuarantinePublishError(`message to ${JSON.stringify(routingKey)} on exchange ${JSON.stringify(exchange)} was unroutable (no queue bound)`));
+          else resolve();
+        },
       };
-      const timer = setTimeout(() => finish(new QuarantinePublishError(`no publisher confirm within ${this.timeoutMs} ms`)), this.timeoutMs);
+      this.unconfirmed.add(publish);
+      this.overdueTimer ??= setTimeout(() => this.finishOverdue(), this.timeoutMs);
       try {
         this.channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err: unknown) => {
           if (done) return;
           if (!err) this.events.confirmed?.();
           else if (err instanceof Error && err.message === NACKED) this.events.nacked?.();
-          finish(err ? new QuarantinePublishError(`broker refused the publish: ${describeError(err)}`, { cause: err }) : undefined);
+          publish.finish(err ? new QuarantinePublishError(`broker refused the publish: ${describeError(err)}`, { cause: err }) : undefined);
         });
       } catch (error) {
-        finish(new QuarantinePublishError(`publish failed: ${describeError(error)}`, { cause: error }));
+        publish.finish(new QuarantinePublishError(`publish failed: ${describeError(error)}`, { cause: error }));
       }
     });
+  }
+
+  /** Fails every publish whose confirm is overdue, oldest first, and waits for the next one's deadline. */
+  private finishOverdue(): void {
+    this.overdueTimer = undefined;
+    const now = performance.now();
+    for (const p of this.unconfirmed) {
+      if (p.deadline > now) break;
+      p.finish(new QuarantinePublishError(`no publisher confirm within ${this.timeoutMs} ms`));
+    }
+    const oldest = this.unconfirmed.values().next();
+    if (!oldest.done) this.overdueTimer = setTimeout(() => this.finishOverdue(), Math.max(1, oldest.value.deadline - now));
   }
 
   /** A return that matches no unconfirmed publish (not one of ours) changes nothing. */

@@ -101,7 +101,7 @@ describe("ConfirmedPublisher", () => {
   });
 
   it("rejects a publish whose confirm does not come within the timeout, and not before", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     broker.confirmPolicy = () => "hold";
     let settled = false;
     const publishing = publisherOn(250).publish("", "work.quarantine", Buffer.from("x"));
@@ -113,8 +113,35 @@ describe("ConfirmedPublisher", () => {
     expect(error.message).toBe("no publisher confirm within 250 ms");
   });
 
+  it("times every unconfirmed publish out at its own deadline with one timer, oldest first", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    broker.confirmPolicy = () => "hold";
+    const publisher = publisherOn(250);
+    const settledAt: Record<string, number> = {};
+    const started = performance.now();
+    const track = (name: string, publishing: Promise<void>) => publishing.then(
+      () => { settledAt[name] = -1; },
+      () => { settledAt[name] = performance.now() - started; },
+    );
+    const first = track("first", publisher.publish("", "work.quarantine", Buffer.from("1")));
+    await vi.advanceTimersByTimeAsync(100);
+    const second = track("second", publisher.publish("", "work.quarantine", Buffer.from("2")));
+    const third = track("third", publisher.publish("", "work.quarantine", Buffer.from("3")));
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(150);
+    await first;
+    expect(settledAt).toEqual({ first: 250 });
+    expect(vi.getTimerCount()).toBe(1);
+    await vi.advanceTimersByTimeAsync(99);
+    expect(settledAt).toEqual({ first: 250 });
+    await vi.advanceTimersByTimeAsync(1);
+    await Promise.all([second, third]);
+    expect(settledAt).toEqual({ first: 250, second: 350, third: 350 });
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it("clears its timer once the confirm came", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     const publisher = publisherOn(60_000);
     await publisher.publish("", "work.quarantine", Buffer.from("x"));
     expect(vi.getTimerCount()).toBe(0);
@@ -136,7 +163,7 @@ describe("ConfirmedPublisher", () => {
   });
 
   it("rejects at once, timer cleared, when the channel is already closed", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     await channel.close();
     const error = await rejection(publisherOn(60_000).publish("", "work.quarantine", Buffer.from("x")));
     expect(error.message).toBe("publish failed: Channel closed");
