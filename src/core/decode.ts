@@ -1,4 +1,4 @@
-import { firstDuplicateKey } from "./duplicate-keys.js";
+import { firstDuplicateKey, flatObjectKeyCount } from "./duplicate-keys.js";
 import { InvalidEventError } from "./errors.js";
 
 /** Limits applied to every message body before any handler code sees it. */
@@ -69,8 +69,10 @@ export function decodeJsonBody(
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new InvalidEventError(`body must be a JSON object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`);
   }
-  if (!isValidFlatObject(value, limits)) checkShape(value, limits);
-  const duplicate = firstDuplicateKey(text);
+  const flat = isValidFlatObject(value, limits);
+  if (!flat) checkShape(value, limits);
+  // A flat object's keys are counted without building anything; any other is scanned.
+  const duplicate = flat && flatObjectKeyCount(text) === Object.keys(value).length ? null : firstDuplicateKey(text);
   if (duplicate !== null) {
     throw new InvalidEventError(`body has the key ${JSON.stringify(escapeControls(duplicate))} twice in one object: parsers disagree on which value counts`);
   }

@@ -49,6 +49,39 @@ export function firstDuplicateKey(json: string): string | null {
   return null;
 }
 
+const QUOTE = 34;
+const OPEN_OBJECT = 123;
+const OPEN_ARRAY = 91;
+const COMMA = 44;
+
+/**
+ * How many keys the text of a flat object spells out (the strings that follow its `{` or a
+ * `,`), or -1 when it nests an object or an array. Runs on text `JSON.parse` has accepted as
+ * an object. `JSON.parse` keeps one property per distinct key, so a flat object has a key twice
+ * exactly when this count exceeds its number of properties: the usual event is cleared by one
+ * pass over its characters, with nothing allocated, and only a mismatch needs firstDuplicateKey.
+ */
+export function flatObjectKeyCount(json: string): number {
+  let keys = 0;
+  let last = 0;
+  for (let at = 0; at < json.length; at++) {
+    const c = json.charCodeAt(at);
+    if (c === QUOTE) {
+      if (last === OPEN_OBJECT || last === COMMA) keys++;
+      last = QUOTE;
+      at = endOfString(json, at);
+    } else if (c === OPEN_OBJECT) {
+      if (last !== 0) return -1;
+      last = c;
+    } else if (c === OPEN_ARRAY) {
+      return -1;
+    } else if (c === COMMA) {
+      last = c;
+    }
+  }
+  return keys;
+}
+
 /** Index of the quote closing the string that opens at `start` (a quote after an odd run of backslashes is escaped). */
 function endOfString(json: string, start: number): number {
   let end = json.indexOf('"', start + 1);

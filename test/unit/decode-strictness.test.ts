@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { decodeJsonBody, isJsonContentType } from "../../src/core/decode.js";
-import { firstDuplicateKey } from "../../src/core/duplicate-keys.js";
+import { firstDuplicateKey, flatObjectKeyCount } from "../../src/core/duplicate-keys.js";
 import { InvalidEventError } from "../../src/core/errors.js";
 
 const decode = (body: string, contentType = "application/json") => decodeJsonBody(Buffer.from(body, "utf8"), { contentType });
@@ -43,6 +43,28 @@ describe("duplicate keys", () => {
   ])("refuses %s", (body, key) => {
     expect(firstDuplicateKey(body)).toBe(key);
     expect(refusal(body)).toContain(`body has the key ${JSON.stringify(key)} twice in one object`);
+  });
+
+  it.each([
+    ["{}", 0],
+    ['{"a":1}', 1],
+    ['{ "a" : 1 , "b" : "x" ,\n "c" : null }', 3],
+    // Brackets, commas and quotes inside strings are text, keys or values alike.
+    ['{"a":"{[,\\"","b,{[":"\\\\"}', 2],
+    ['{"a\\"":1,"\\u0061":true}', 2],
+    ['{"a":1,"a":1}', 2],
+    ['{"a":{"b":1}}', -1],
+    ['{"a":[1]}', -1],
+    ['{"a":1,"z":[]}', -1],
+  ])("counts the keys a flat object spells out: %s has %i", (body, count) => {
+    expect(() => JSON.parse(body) as unknown).not.toThrow();
+    expect(flatObjectKeyCount(body)).toBe(count);
+  });
+
+  it("refuses a flat object whose key repeats with the same value, spelled the same or escaped", () => {
+    for (const body of ['{"a":1,"a":1}', '{"b":"x","a":1,"\u0061":1}', '{"a":null,"b":2,"a":null}']) {
+      expect(refusal(body), body).toContain('body has the key "a" twice in one object');
+    }
   });
 
   it.each([
