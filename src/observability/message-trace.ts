@@ -5,7 +5,7 @@ import type { Outcome } from "../core/outcome.js";
 import type { OtelApi } from "./otel-api.js";
 import { withTraceHeaders } from "./publish-trace.js";
 import { quickTraceparent } from "./traceparent.js";
-import { ATTR, activeContext, extractContext, failSpan, inSpan, markError, spanMatters, tracer, tracingApi, withContext } from "./tracing.js";
+import { ATTR, activeContext, extractContext, failSpan, inSpan, markError, spanMatters, tracer, tracingActive, tracingApi, withContext } from "./tracing.js";
 
 interface MessageTrace {
   /** The message's own process span; none in `batch` mode or when its producer sampled it out. */
@@ -39,7 +39,7 @@ type Carrier = { incoming: IncomingMessage };
  * a span (the first one in `batch` mode).
  */
 function startProcessSpans<D extends Carrier>(deliveries: readonly D[], facts: (delivery: D) => DeliveryFacts, mode: ProcessSpans): void {
-  const otel = tracingApi();
+  const otel = tracingActive();
   if (!otel || deliveries.length === 0) return;
   const fields = otel.propagation.fields();
   if (mode === "batch") startBatchSpan(otel, fields, deliveries, facts);

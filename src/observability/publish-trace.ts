@@ -1,7 +1,7 @@
 import type { Attributes, Context } from "@opentelemetry/api";
 import type { OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 import {
-  ATTR, type PublishSpanTarget, activeContext, extractContext, inSpan, propagationHeaders, spanMatters, startPublishSpan, tracingApi,
+  ATTR, type PublishSpanTarget, activeContext, extractContext, inSpan, propagationHeaders, spanMatters, startPublishSpan, tracingActive, tracingApi,
 } from "./tracing.js";
 
 /**
@@ -28,7 +28,7 @@ export async function publishInSpan(
   parent: Context, target: PublishSpanTarget, attributes: Attributes,
   headers: Record<string, unknown>, publish: (headers: Record<string, unknown>) => Promise<unknown>,
 ): Promise<void> {
-  const otel = tracingApi();
+  const otel = tracingActive();
   const span = otel ? startPublishSpan(parent, target, attributes) : undefined;
   if (!otel || !span || !spanMatters(span)) {
     await publish(headers);
@@ -44,7 +44,7 @@ export async function publishInSpan(
  * rows reaching the channel in the order it calls this).
  */
 export function publishRowInSpan(row: OutboxRow, publish: (row: OutboxRow) => Promise<void>): Promise<void> {
-  if (!tracingApi()) return publish(row);
+  if (!tracingActive()) return publish(row);
   return publishTracedRow(row, publish);
 }
 

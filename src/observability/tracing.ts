@@ -13,6 +13,24 @@ export function tracingApi(): typeof OtelApi | undefined {
   return otel;
 }
 
+/** The API's no-op provider, what the global proxy delegates to while no SDK registered one. */
+let noopProvider: unknown;
+
+/**
+ * The API when something could come of a span or a propagated header: an SDK registered a
+ * tracer provider, or a propagator is registered. Without either, every span would be the
+ * API's no-op and every header extracted or injected empty, so per-message and per-row work
+ * skips the spans altogether. Asked on every call, so an SDK registered later is used at once.
+ */
+export function tracingActive(): typeof OtelApi | undefined {
+  if (!otel) return undefined;
+  noopProvider ??= new otel.ProxyTracerProvider().getDelegate();
+  const global = otel.trace.getTracerProvider() as { getDelegate?: () => unknown };
+  const provider = typeof global.getDelegate === "function" ? global.getDelegate() : global;
+  if (provider === noopProvider && otel.propagation.fields().length === 0) return undefined;
+  return otel;
+}
+
 function api(): typeof OtelApi {
   if (!otel) throw new Error("@opentelemetry/api is not installed");
   return otel;

@@ -2,14 +2,16 @@
  * The library keeps its tracer between spans, but only while the same provider is registered:
  * a provider registered later (or a replacement after `disable()`) must get the next span.
  */
-import { ROOT_CONTEXT, context, trace } from "@opentelemetry/api";
+import { ROOT_CONTEXT, context, propagation, trace } from "@opentelemetry/api";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterEach, describe, expect, it } from "vitest";
-import { startPublishSpan } from "../../src/observability/tracing.js";
+import { startPublishSpan, tracingActive } from "../../src/observability/tracing.js";
 
 afterEach(() => {
   trace.disable();
   context.disable();
+  propagation.disable();
 });
 
 function provider(): { exporter: InMemorySpanExporter; provider: BasicTracerProvider } {
@@ -43,5 +45,20 @@ describe("the library's tracer", () => {
     expect(after.isRecording()).toBe(false);
     after.end();
     expect(second.exporter.getFinishedSpans()).toHaveLength(1);
+  });
+});
+
+describe("whether spans can come to anything (per-row and per-message work skips them when not)", () => {
+  it("no while neither a provider nor a propagator is registered, yes with either, asked anew each time", () => {
+    expect(tracingActive()).toBeUndefined();
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    // A propagator alone passes a producer's context on: not skipped.
+    expect(tracingActive()).toBeDefined();
+    propagation.disable();
+    expect(tracingActive()).toBeUndefined();
+    trace.setGlobalTracerProvider(provider().provider);
+    expect(tracingActive()).toBeDefined();
+    trace.disable();
+    expect(tracingActive()).toBeUndefined();
   });
 });
