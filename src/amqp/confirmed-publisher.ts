@@ -95,7 +95,7 @@ export class ConfirmedPublisher {
       this.unconfirmed.add(publish);
       this.overdueTimer ??= setTimeout(() => this.finishOverdue(), this.timeoutMs);
       try {
-        this.channel.publish(exchange, routingKey, content, { ...options, mandatory: true }, (err: unknown) => {
+        this.channel.publish(exchange, routingKey, content, options.mandatory === true ? options : { ...options, mandatory: true }, (err: unknown) => {
           if (done) return;
           if (!err) this.events.confirmed?.();
           else if (err instanceof Error && err.message === NACKED) this.events.nacked?.();

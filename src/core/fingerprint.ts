@@ -80,7 +80,29 @@ export function flatObjectKeys(value: unknown): string[] | null {
     const v = (value as Record<string, unknown>)[key];
     if (v !== null && typeof v !== "string" && typeof v !== "boolean" && !(typeof v === "number" && Number.isFinite(v))) return null;
   }
-  return keys.sort();
+  return sortedInPlace(keys);
+}
+
+/** Keys at most that the insertion sort takes; more go to Array.prototype.sort. */
+const INSERTION_SORT_MAX = 16;
+
+/**
+ * Sorts by code unit, as `Array.prototype.sort()` does without a comparator. An event has a
+ * handful of keys, and for those an insertion sort allocates nothing where the built-in sort
+ * allocates a work array on every call.
+ */
+export function sortedInPlace(keys: string[]): string[] {
+  if (keys.length > INSERTION_SORT_MAX) return keys.sort();
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]!;
+    let j = i - 1;
+    while (j >= 0 && keys[j]! > key) {
+      keys[j + 1] = keys[j]!;
+      j--;
+    }
+    keys[j + 1] = key;
+  }
+  return keys;
 }
 
 /** SHA-256 (hex) of the canonical JSON of a decoded event: the default payload fingerprint. */

@@ -71,7 +71,9 @@ export class OutboxWriter {
     const messageId = explicitId ?? (this.source ? outboxMessageId(this.source, position) : randomUUID());
     // The active trace goes with the row: the relay continues it whenever it publishes.
     const headers = this.instrumentation.traceHeaders(amqp.headers);
-    const properties = encodeProperties(headers === amqp.headers ? amqp : { ...amqp, headers: headers }, json);
+    const properties = headers === undefined && hasNoKeys(amqp)
+      ? propertiesWithoutOptions(json)
+      : encodeProperties(headers === amqp.headers ? amqp : { ...amqp, headers: headers }, json, Math.floor(Date.now() / 1000));
     this.records.push({
       messageId, exchange, routingKey, body: bytes, properties,
       orderingKey: orderingKey ?? null, source: this.source,
@@ -104,7 +106,28 @@ function encodeBody(body: unknown): { bytes: Buffer; json: boolean } {
   return { bytes: Buffer.from(text, "utf8"), json: true };
 }
 
-function encodeProperties(options: Omit<OutboxPublishOptions, "orderingKey" | "messageId">, json: boolean): string {
+function hasNoKeys(options: object): boolean {
+  for (const _ in options) return false;
+  return true;
+}
+
+/**
+ * The properties of a publish without AMQP options, the usual one: what encodeProperties writes
+ * for it, made once per second (its timestamp) instead of once per message.
+ */
+const withoutOptions = { second: Number.NaN, json: "", binary: "" };
+function propertiesWithoutOptions(json: boolean): string {
+  const second = Math.floor(Date.now() / 1000);
+  if (second !== withoutOptions.second) {
+    withoutOptions.second = second;
+    withoutOptions.json = encodeProperties({}, true, second);
+    withoutOptions.binary = encodeProperties({}, false, second);
+  }
+  return json ? withoutOptions.json : withoutOptions.binary;
+}
+
+/** `timestamp`: seconds, fixed when the row is written, so every re-send carries the same one. */
+function encodeProperties(options: Omit<OutboxPublishOptions, "orderingKey" | "messageId">, json: boolean, timestamp: number): string {
   const { expiration, priority, headers, ...strings } = options;
   const properties: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(strings)) {
@@ -126,8 +149,7 @@ function encodeProperties(options: Omit<OutboxPublishOptions, "orderingKey" | "m
     if (headers === null || typeof headers !== "object" || Array.isArray(headers)) throw new InvalidPublishError("headers", "publish: headers must be an object");
     properties.headers = headers;
   }
-  // Seconds, fixed when the row is written, so every re-send carries the same timestamp.
-  properties.timestamp = Math.floor(Date.now() / 1000);
+  properties.timestamp = timestamp;
   let text: string;
   try {
     text = JSON.stringify(properties);

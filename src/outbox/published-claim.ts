@@ -54,16 +54,26 @@ export class PublishedClaim {
     const stopped = new Set<string>();
     this.confirms = claim.rows.map((row) => {
       const key = row.orderingKey;
-      if (key === null) return settledText(attempt(start, row).confirm);
+      if (key === null) return settledText(attempt(start, row));
       // A key that stopped publishes nothing more in this claim: its later rows must not overtake.
       if (stopped.has(key)) return undefined;
       const last = this.lastPublished.get(key) ?? before?.get(key);
       const waits = last !== undefined && (!pipelineKeys || last.exchange !== row.exchange || last.routingKey !== row.routingKey);
-      const { confirm, threw } = waits ? { confirm: undefined, threw: false } : attempt(start, row);
+      let confirm: Promise<void> | undefined;
+      let threw = false;
+      if (!waits) {
+        try {
+          confirm = start(row);
+        } catch (error) {
+          confirm = thrown(error);
+          threw = true;
+        }
+      }
       // Not on the wire (not attempted, or the publish threw before sending): the key's later rows wait.
       if (confirm === undefined || threw) stopped.add(key);
       if (confirm === undefined) return undefined;
-      if (!threw) this.lastPublished.set(key, { id: row.id, exchange: row.exchange, routingKey: row.routingKey });
+      // The row itself is what the next claim needs of it (its id and route).
+      if (!threw) this.lastPublished.set(key, row);
       return settledText(confirm);
     });
   }
@@ -97,13 +107,17 @@ export class PublishedClaim {
   }
 }
 
-/** A publish that throws instead of rejecting fails like one that rejects (the claim still settles), and says so. */
-function attempt(start: StartPublish, row: OutboxRow): { confirm: Promise<void> | undefined; threw: boolean } {
+/** A publish that throws instead of rejecting fails like one that rejects (the claim still settles). */
+function attempt(start: StartPublish, row: OutboxRow): Promise<void> | undefined {
   try {
-    return { confirm: start(row), threw: false };
+    return start(row);
   } catch (error) {
-    return { confirm: Promise.reject(error instanceof Error ? error : new Error(String(error))), threw: true };
+    return thrown(error);
   }
+}
+
+function thrown(error: unknown): Promise<void> {
+  return Promise.reject(error instanceof Error ? error : new Error(String(error)));
 }
 
 /** A confirm as undefined (confirmed) or the failure's text; undefined stays undefined (not attempted). */

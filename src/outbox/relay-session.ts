@@ -124,10 +124,10 @@ export class RelaySession {
   }
 }
 
-/** AMQP publish options of a row: its stored properties, persistent, with its message id. */
+/** AMQP publish options of a row: its stored properties, persistent and mandatory, with its message id. */
 export function publishOptions(row: OutboxRow): Options.Publish {
   const p = row.properties;
-  const options: Options.Publish = { persistent: true, messageId: row.messageId };
+  const options: Options.Publish = { persistent: true, mandatory: true, messageId: row.messageId };
   for (const name of STRING_PROPERTIES) {
     const value = p[name];
     if (typeof value === "string") options[name] = value;

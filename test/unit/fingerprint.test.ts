@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canonicalJson, fingerprintOf, flatObjectKeys } from "../../src/core/fingerprint.js";
+import { canonicalJson, fingerprintOf, flatObjectKeys, sortedInPlace } from "../../src/core/fingerprint.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Path = Array<string | number>;
@@ -249,5 +249,23 @@ describe("fingerprintOf", () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe("sortedInPlace", () => {
+  it("orders keys exactly as the built-in sort does, at every length either side of the insertion sort's limit", () => {
+    const alphabet = ["", "a", "A", "aa", "b", "B", "_", "10", "9", "é", "e\u0301", "😀", "\uffff", "z", "Z", "a b", "ab", "a_b"];
+    for (let length = 0; length <= 24; length++) {
+      for (let round = 0; round < 20; round++) {
+        const keys = Array.from({ length }, (_, i) => alphabet[(i * 7 + round * 13 + ((i * round) % 5)) % alphabet.length]! + (round % 3 === 0 ? "" : String(i % 4)));
+        expect(sortedInPlace([...keys]), keys.join("|")).toEqual([...keys].sort());
+      }
+    }
+  });
+
+  it("sorts the array it is given", () => {
+    const keys = ["c", "a", "b"];
+    expect(sortedInPlace(keys)).toBe(keys);
+    expect(keys).toEqual(["a", "b", "c"]);
   });
 });
