@@ -17,6 +17,8 @@
  *   ledger-by-hand  PostgreSQL only, with --only: the ledger's statements (dedup, adjust, outbox row,
  *                delete once confirmed) and broker work written by hand for this workload, none of
  *                the library's generality: the ceiling of the ledger's design; the same downstream
+ *   ledger-by-hand-batch-row  the same with one outbox row per batch instead of one per message
+ *                (a design the library does not have), PostgreSQL only, with --only
  *   observed     batched with Prometheus metrics and OpenTelemetry tracing on (only with --only);
  *                with it, batched and observed both consume events carrying a producer's
  *                traceparent (BENCH_TRACE_RATIO of them sampled, default 1), and BENCH_OBSERVE

@@ -12,6 +12,12 @@
  * What it leaves out, and the library does not: validation beyond the bench's own parse,
  * conflicts and duplicates (it stops on any), quarantine, retries, ordering keys, leases and
  * recovery of rows a crash left behind, metrics and tracing.
+ *
+ * `ledger-by-hand-batch-row` is the same but for the outbox: one row per batch instead of one
+ * per message, in a table of its own with no index but its primary key (the batch's messages,
+ * each its message id, ordering key and body, in one uncompressed bytea), deleted once every
+ * copy of the batch is confirmed. Not a design the library has: it measures whether one would
+ * lift the ceiling above, by writing an outbox row and its index entries per batch.
  */
 import { createHash } from "node:crypto";
 import amqp from "amqplib";
@@ -36,16 +42,26 @@ const OUTBOX = `INSERT INTO rabbit_inbox_outbox (message_id, exchange, routing_k
   RETURNING id`;
 const DELETE_SENT = "DELETE FROM rabbit_inbox_outbox WHERE id = ANY($1::bigint[])";
 
-interface Copy { id: number; messageId: string; body: Buffer; timestamp: number }
+const BATCH_TABLE = `CREATE TABLE IF NOT EXISTS by_hand_outbox_batch (
+  id bigserial PRIMARY KEY, source_handler text NOT NULL, created_at timestamptz NOT NULL DEFAULT now(), messages bytea NOT NULL);
+  ALTER TABLE by_hand_outbox_batch ALTER COLUMN messages SET STORAGE EXTERNAL`;
+const BATCH_OUTBOX = "INSERT INTO by_hand_outbox_batch (source_handler, messages) VALUES ('ledger-by-hand', $1) RETURNING id";
+const DELETE_BATCH = "DELETE FROM by_hand_outbox_batch WHERE id = $1";
 
-export async function runLedgerByHand(db: BenchDatabase, queue: string, n: number, measured: () => void): Promise<PipelineMeasurement> {
+/** Where the batch's `balance.changed` rows go: one row each in the library's outbox, or one row for the batch. */
+export type ByHandOutbox = "row-per-message" | "row-per-batch";
+
+interface Copy { messageId: string; body: Buffer; timestamp: number }
+
+export async function runLedgerByHand(db: BenchDatabase, queue: string, n: number, measured: () => void, outbox: ByHandOutbox = "row-per-message"): Promise<PipelineMeasurement> {
   if (db.name !== "postgres") throw new Error("ledger-by-hand runs on PostgreSQL only (--db postgres)");
   // Open until the run is measured: the CPU of a database session is read while it exists.
   const pool = new pg.Pool({ connectionString: db.url, max: 2 });
   const tx = await pool.connect();
   const marker = await pool.connect();
   try {
-    return await measureThroughDownstream(queue, n, measured, (exchange, deliveredAt) => applyAndRelay(tx, marker, queue, n, exchange, deliveredAt));
+    if (outbox === "row-per-batch") await tx.query(BATCH_TABLE);
+    return await measureThroughDownstream(queue, n, measured, (exchange, deliveredAt) => applyAndRelay(tx, marker, queue, n, exchange, deliveredAt, outbox));
   } finally {
     tx.release();
     marker.release();
@@ -53,7 +69,9 @@ export async function runLedgerByHand(db: BenchDatabase, queue: string, n: numbe
   }
 }
 
-async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: string, n: number, exchange: string, deliveredAt: Float64Array): Promise<ConsumedSpan> {
+async function applyAndRelay(
+  tx: pg.PoolClient, marker: pg.PoolClient, queue: string, n: number, exchange: string, deliveredAt: Float64Array, outbox: ByHandOutbox,
+): Promise<ConsumedSpan> {
     const connection = await amqp.connect(AMQP_URL);
     try {
       const consumer = await connection.createChannel();
@@ -70,7 +88,8 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
         let deleted = 0;
         let running = false;
 
-        const publishAndDelete = (copies: Copy[]) => {
+        // `remove` deletes the batch's outbox rows once every copy is confirmed.
+        const publishAndDelete = (copies: Copy[], remove: { name: string; text: string; values: unknown[] }) => {
           let unconfirmed = copies.length;
           for (const copy of copies) {
             publisher.publish(exchange, "", copy.body, {
@@ -78,7 +97,7 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
             }, (error) => {
               if (error) return fail(error);
               if (--unconfirmed > 0) return;
-              marker.query({ name: "by_hand_delete", text: DELETE_SENT, values: [copies.map((c) => c.id)] }).then(() => {
+              marker.query(remove).then(() => {
                 deleted += copies.length;
                 if (deleted === n) resolve({ startedAt, ackedAt: performance.now() });
               }, fail);
@@ -105,14 +124,22 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
             return Buffer.from(JSON.stringify({ type: "balance.changed", tenant: e.tenant, account_id: e.accountId, balance_cents: Number(after), caused_by: e.eventId }));
           });
           const messageIds = events.map((e) => `${e.tenant}/${e.eventId}/balance.changed`);
-          const properties = JSON.stringify({ contentType: "application/json", timestamp });
-          const { rows } = await tx.query({
-            name: "by_hand_outbox", text: OUTBOX,
-            values: [exchange, messageIds, bodies, events.map(() => properties), events.map((e) => accountOrderingKey(e.tenant, e.accountId)), events.map((e) => e.tenant), events.map((e) => e.eventId)],
-          });
+          const orderingKeys = events.map((e) => accountOrderingKey(e.tenant, e.accountId));
+          let remove: { name: string; text: string; values: unknown[] };
+          if (outbox === "row-per-message") {
+            const properties = JSON.stringify({ contentType: "application/json", timestamp });
+            const { rows } = await tx.query({
+              name: "by_hand_outbox", text: OUTBOX,
+              values: [exchange, messageIds, bodies, events.map(() => properties), orderingKeys, events.map((e) => e.tenant), events.map((e) => e.eventId)],
+            });
+            remove = { name: "by_hand_delete", text: DELETE_SENT, values: [rows.map((r: { id: string }) => Number(r.id))] };
+          } else {
+            const { rows } = await tx.query({ name: "by_hand_outbox_batch", text: BATCH_OUTBOX, values: [batchRow(messageIds, orderingKeys, bodies)] });
+            remove = { name: "by_hand_delete_batch", text: DELETE_BATCH, values: [Number((rows[0] as { id: string }).id)] };
+          }
           await tx.query("COMMIT");
           consumer.ack(batch[batch.length - 1]!.message, true);
-          publishAndDelete(rows.map((r: { id: string }, i) => ({ id: Number(r.id), messageId: messageIds[i]!, body: bodies[i]!, timestamp })));
+          publishAndDelete(messageIds.map((messageId, i) => ({ messageId, body: bodies[i]!, timestamp })), remove);
         };
 
         const run = async () => {
@@ -142,4 +169,19 @@ async function applyAndRelay(tx: pg.PoolClient, marker: pg.PoolClient, queue: st
     } finally {
       await connection.close().catch(() => undefined);
     }
+}
+
+/** A batch's messages in one value: per message its id, its ordering key and its body, each after its length. */
+function batchRow(messageIds: readonly string[], orderingKeys: readonly string[], bodies: readonly Buffer[]): Buffer {
+  const parts: Buffer[] = [];
+  for (let i = 0; i < bodies.length; i++) {
+    const id = Buffer.from(messageIds[i]!);
+    const key = Buffer.from(orderingKeys[i]!);
+    const lengths = Buffer.allocUnsafe(12);
+    lengths.writeUInt32BE(id.length, 0);
+    lengths.writeUInt32BE(key.length, 4);
+    lengths.writeUInt32BE(bodies[i]!.length, 8);
+    parts.push(lengths, id, key, bodies[i]!);
+  }
+  return Buffer.concat(parts);
 }
