@@ -71,9 +71,11 @@ export class OutboxWriter {
     const messageId = explicitId ?? (this.source ? outboxMessageId(this.source, position) : randomUUID());
     // The active trace goes with the row: the relay continues it whenever it publishes.
     const headers = this.instrumentation.traceHeaders(amqp.headers);
+    // Seconds, fixed when the row is written, so every re-send carries the same timestamp.
+    const second = Math.floor(Date.now() / 1000);
     const properties = headers === undefined && hasNoKeys(amqp)
-      ? propertiesWithoutOptions(json)
-      : encodeProperties(headers === amqp.headers ? amqp : { ...amqp, headers: headers }, json, Math.floor(Date.now() / 1000));
+      ? propertiesWithoutOptions(json, second)
+      : encodeProperties(headers === amqp.headers ? amqp : { ...amqp, headers: headers }, json, second);
     this.records.push({
       messageId, exchange, routingKey, body: bytes, properties,
       orderingKey: orderingKey ?? null, source: this.source,
@@ -116,8 +118,7 @@ function hasNoKeys(options: object): boolean {
  * for it, made once per second (its timestamp) instead of once per message.
  */
 const withoutOptions = { second: Number.NaN, json: "", binary: "" };
-function propertiesWithoutOptions(json: boolean): string {
-  const second = Math.floor(Date.now() / 1000);
+function propertiesWithoutOptions(json: boolean, second: number): string {
   if (second !== withoutOptions.second) {
     withoutOptions.second = second;
     withoutOptions.json = encodeProperties({}, true, second);
@@ -126,7 +127,7 @@ function propertiesWithoutOptions(json: boolean): string {
   return json ? withoutOptions.json : withoutOptions.binary;
 }
 
-/** `timestamp`: seconds, fixed when the row is written, so every re-send carries the same one. */
+/** `timestamp`: the row's second. */
 function encodeProperties(options: Omit<OutboxPublishOptions, "orderingKey" | "messageId">, json: boolean, timestamp: number): string {
   const { expiration, priority, headers, ...strings } = options;
   const properties: Record<string, unknown> = {};

@@ -54,21 +54,14 @@ export class PublishedClaim {
     const stopped = new Set<string>();
     this.confirms = claim.rows.map((row) => {
       const key = row.orderingKey;
-      if (key === null) return settledText(attempt(start, row));
+      if (key === null) return settledText(confirmOf(attempt(start, row)));
       // A key that stopped publishes nothing more in this claim: its later rows must not overtake.
       if (stopped.has(key)) return undefined;
       const last = this.lastPublished.get(key) ?? before?.get(key);
       const waits = last !== undefined && (!pipelineKeys || last.exchange !== row.exchange || last.routingKey !== row.routingKey);
-      let confirm: Promise<void> | undefined;
-      let threw = false;
-      if (!waits) {
-        try {
-          confirm = start(row);
-        } catch (error) {
-          confirm = thrown(error);
-          threw = true;
-        }
-      }
+      const started = waits ? undefined : attempt(start, row);
+      const threw = started instanceof Threw;
+      const confirm = confirmOf(started);
       // Not on the wire (not attempted, or the publish threw before sending): the key's later rows wait.
       if (confirm === undefined || threw) stopped.add(key);
       if (confirm === undefined) return undefined;
@@ -107,17 +100,26 @@ export class PublishedClaim {
   }
 }
 
-/** A publish that throws instead of rejecting fails like one that rejects (the claim still settles). */
-function attempt(start: StartPublish, row: OutboxRow): Promise<void> | undefined {
-  try {
-    return start(row);
-  } catch (error) {
-    return thrown(error);
+/** A publish that threw before sending: it fails like one that rejects, and it is not on the wire. */
+class Threw {
+  readonly confirm: Promise<void>;
+
+  constructor(error: unknown) {
+    this.confirm = Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
 }
 
-function thrown(error: unknown): Promise<void> {
-  return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+/** Starts a publish; one that throws instead of rejecting comes back as Threw (the claim still settles). */
+function attempt(start: StartPublish, row: OutboxRow): Promise<void> | Threw | undefined {
+  try {
+    return start(row);
+  } catch (error) {
+    return new Threw(error);
+  }
+}
+
+function confirmOf(started: Promise<void> | Threw | undefined): Promise<void> | undefined {
+  return started instanceof Threw ? started.confirm : started;
 }
 
 /** A confirm as undefined (confirmed) or the failure's text; undefined stays undefined (not attempted). */

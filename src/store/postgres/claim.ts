@@ -3,7 +3,7 @@ import type { ClaimResult, InboxClaim } from "../../core/store-contract/store.js
 import { type ClaimGuardStatements, applyClaimGuards } from "../sql/claim-guards.js";
 import type { SqlSession } from "../sql/sql-driver.js";
 import type { SqlQuery, SqlResult, SqlRow, SqlStatement } from "../sql/sql-query.js";
-import { type ArrayParameters, plainArrays } from "./array-parameters.js";
+import type { ArrayParameters } from "./array-parameters.js";
 import { statementTag } from "./prepared-statements.js";
 
 /**
@@ -31,7 +31,7 @@ export class PostgresClaim {
   private readonly sql: ReturnType<typeof claimStatements>;
 
   /** `arrays`: how the batch statements' array parameters travel (binary on the store's own pg clients). */
-  constructor(prefix: string, schema: string, private readonly arrays: ArrayParameters = plainArrays) {
+  constructor(prefix: string, schema: string, private readonly arrays: ArrayParameters) {
     this.sql = claimStatements(prefix, statementTag(schema));
   }
 
@@ -40,13 +40,14 @@ export class PostgresClaim {
     const { query } = session;
     const { arrays } = this;
     const single = claims.length === 1 ? claims[0]! : undefined;
-    // Encoded once for every statement below.
-    const tenants = arrays.text(claims.map((c) => c.key.tenant));
-    const ids = arrays.text(claims.map((c) => c.key.eventId));
+    // The keys as arrays: encoded once, and only when a statement below needs them (a lone
+    // event's claim that inserted its key needs none).
+    let keys: { tenants: unknown; ids: unknown } | undefined;
+    const keyArrays = () => keys ??= { tenants: arrays.text(claims.map((c) => c.key.tenant)), ids: arrays.text(claims.map((c) => c.key.eventId)) };
     // One event (strict mode): a plain VALUES insert, cheaper to run than the unnest form.
     const inserted = single
       ? (await query({ name: this.sql.claimOneName, text: this.sql.claimOne, values: [handler, single.key.tenant, single.key.eventId, single.fingerprint] })).rows
-      : await this.insertBatch(query, offersSavepoints(session) ? session : undefined, [handler, tenants, ids, arrays.text(claims.map((c) => c.fingerprint))]);
+      : await this.insertBatch(query, offersSavepoints(session) ? session : undefined, [handler, keyArrays().tenants, keyArrays().ids, arrays.text(claims.map((c) => c.fingerprint))]);
     const allInserted = inserted === null || inserted.length === claims.length;
     const fenced = claims.some((c) => c.eventTime !== undefined);
     if (allInserted && !fenced) return claims.map(() => ({ status: "claimed" }));
@@ -55,7 +56,7 @@ export class PostgresClaim {
     let results: ClaimResult[] = claims.map(() => ({ status: "claimed" }));
     if (!allInserted) {
       // A new statement, so READ COMMITTED sees rows committed by the transactions we waited for.
-      const existing = await query({ name: this.sql.existingName, text: this.sql.existing, values: [handler, tenants, ids] });
+      const existing = await query({ name: this.sql.existingName, text: this.sql.existing, values: [handler, keyArrays().tenants, keyArrays().ids] });
       const stored = new Map(existing.rows.map((r) => [JSON.stringify([r.tenant, r.event_id]), String(r.fingerprint)]));
       results = claims.map((c, i) => {
         if (isInserted[i]) return { status: "claimed" };
@@ -66,7 +67,7 @@ export class PostgresClaim {
         return { status: "exists", fingerprint };
       });
     }
-    return applyClaimGuards(this.guards(query, this.arrays), handler, claims, results, isInserted);
+    return applyClaimGuards(this.guards(query), handler, claims, results, isInserted);
   }
 
   /**
@@ -108,8 +109,8 @@ export class PostgresClaim {
    * purged event a second time. The price is one primary-key read of a one-row-per-handler table
    * per transaction that applies timestamped events, amortised over the batch.
    */
-  private guards(query: SqlQuery, arrays: ArrayParameters): ClaimGuardStatements {
-    const sql = this.sql;
+  private guards(query: SqlQuery): ClaimGuardStatements {
+    const { sql, arrays } = this;
     return {
       async horizonMs(handler) {
         const { rows } = await query({ name: sql.horizonName, text: sql.horizon, values: [handler] });

@@ -1,4 +1,5 @@
 import { InboxConfigError, TransientStoreError } from "../../core/errors.js";
+import { plainArrays } from "./array-parameters.js";
 import { postgresTransactionStatements } from "./transaction-statements.js";
 import type { Logger } from "../../core/logger.js";
 import { silentLogger } from "../../core/logger.js";
@@ -68,7 +69,7 @@ export class PostgresExecutorStore<Tx> extends SqlStore<Tx> {
     const logger = options.logger ?? silentLogger;
     const driver = new ExecutorDriver(options.executor, postgresExecutorDialect);
     super({
-      ...postgresTransactionStatements(prefix, options.schema),
+      ...postgresTransactionStatements(prefix, options.schema, plainArrays),
       driver,
       // Statement by statement: some data layers prepare every statement, and a prepared
       // statement holds one command. Same lock and version table as PostgresStore.migrate.

@@ -20,7 +20,7 @@ export class PostgresInbox implements InboxStatements {
   private readonly sql: ReturnType<typeof inboxStatements>;
   private readonly claims: PostgresClaim;
 
-  constructor(private readonly prefix: string, schema: string, arrays?: ArrayParameters) {
+  constructor(private readonly prefix: string, schema: string, arrays: ArrayParameters) {
     this.sql = inboxStatements(prefix, statementTag(schema));
     this.claims = new PostgresClaim(prefix, schema, arrays);
   }

@@ -7,7 +7,7 @@ import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlRow } from "../sql/sql-query.js";
 import { postgresColumns } from "./columns.js";
 import { classifyPostgresError, discardsPostgresSession, isPostgresConnectionLoss } from "./errors.js";
-import { binaryArrays } from "./array-parameters.js";
+import type { ArrayParameters } from "./array-parameters.js";
 import { POSTGRES_OUTBOX_CHANNEL } from "./outbox.js";
 import { type PgClient, type PgPool, checkOut, nodeOfPgClient } from "./pg-client.js";
 import { statementTag } from "./prepared-statements.js";
@@ -27,10 +27,10 @@ function canListen(client: PgClient): client is PgClient & ListeningClient {
 const withoutNul = (text: string) => text.replaceAll("\u0000", "");
 
 /** Failed rows as the three arrays the statements unnest: id, error, delay before the next attempt. */
-function failedColumns(failed: OutboxSettlement["failed"]): unknown[] {
+function failedColumns(arrays: ArrayParameters, failed: OutboxSettlement["failed"]): unknown[] {
   return [
-    binaryArrays.int8(failed.map((f) => f.id)), binaryArrays.text(failed.map((f) => withoutNul(f.error))),
-    binaryArrays.int8(failed.map((f) => Math.max(0, Math.round(f.retryDelayMs)))),
+    arrays.int8(failed.map((f) => f.id)), arrays.text(failed.map((f) => withoutNul(f.error))),
+    arrays.int8(failed.map((f) => Math.max(0, Math.round(f.retryDelayMs)))),
   ];
 }
 
@@ -47,7 +47,11 @@ export class PostgresOutboxRelay<C extends PgClient> {
   /** The last ordering key a claim served: the next claim's key walk starts after it. */
   private keyCursor: string | null = null;
 
-  constructor(private readonly pool: PgPool<C>, private readonly driver: SqlDriver<C>, prefix: string, schema: string | undefined) {
+  /** `arrays`: how the array parameters travel (the store's choice for its own pg clients). */
+  constructor(
+    private readonly pool: PgPool<C>, private readonly driver: SqlDriver<C>, prefix: string, schema: string | undefined,
+    private readonly arrays: ArrayParameters,
+  ) {
     this.sql = relayStatements(prefix, statementTag(schema ?? ""));
     this.schema = schema ?? null;
   }
@@ -68,7 +72,7 @@ export class PostgresOutboxRelay<C extends PgClient> {
     await this.driver.read((query) => query({
       name, text,
       values: [
-        binaryArrays.int8(sent), ...failedColumns(failed), binaryArrays.int8(due), this.schema,
+        this.arrays.int8(sent), ...failedColumns(this.arrays, failed), this.arrays.int8(due), this.schema,
       ],
     }));
   }
@@ -87,12 +91,12 @@ export class PostgresOutboxRelay<C extends PgClient> {
       try {
         if (settle && settle.sent.length > 0) {
           const [name, text] = settle.deleteSent ? [this.sql.deleteSentName, this.sql.deleteSent] : [this.sql.markSentName, this.sql.markSent];
-          await client.query({ name, text, values: [binaryArrays.int8(settle.sent)] });
+          await client.query({ name, text, values: [this.arrays.int8(settle.sent)] });
         }
         if (settle && settle.failed.length > 0) {
           await client.query({
             name: this.sql.markFailedName, text: this.sql.markFailed,
-            values: failedColumns(settle.failed),
+            values: failedColumns(this.arrays, settle.failed),
           });
         }
         await client.query(statement);
@@ -146,9 +150,9 @@ export class PostgresOutboxRelay<C extends PgClient> {
     this.keyCursor = nextCursor(heads, this.keyCursor);
     const starts = keyStarts(heads, holding);
     const unsent = (await client.query({
-      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [binaryArrays.text(starts.map((h) => h.orderingKey)), binaryArrays.int8(starts.map((h) => h.id)), rowsPerKey(limit, heads.length)],
+      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [this.arrays.text(starts.map((h) => h.orderingKey)), this.arrays.int8(starts.map((h) => h.id)), rowsPerKey(limit, heads.length)],
     })).rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) }));
-    const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [binaryArrays.int8(unsent.map((r) => r.id))] });
+    const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [this.arrays.int8(unsent.map((r) => r.id))] });
     return sendableRows(locked.rows.map(toRow), unsent);
   }
 

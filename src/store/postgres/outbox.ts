@@ -4,7 +4,7 @@ import type { HandedOffRow } from "../../core/store-contract/outbox-signal.js";
 import type { SqlDriver } from "../sql/sql-driver.js";
 import type { SqlQuery } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";
-import { type ArrayParameters, plainArrays } from "./array-parameters.js";
+import type { ArrayParameters } from "./array-parameters.js";
 import { statementTag } from "./prepared-statements.js";
 
 /**
@@ -25,7 +25,7 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
   private readonly schema: string | null;
 
   /** `arrays`: how the array parameters travel (binary on the store's own pg clients). */
-  constructor(prefix: string, schema: string | undefined, private readonly arrays: ArrayParameters = plainArrays) {
+  constructor(prefix: string, schema: string | undefined, private readonly arrays: ArrayParameters) {
     this.sql = writeStatements(prefix, statementTag(schema ?? ""));
     this.schema = schema ?? null;
   }

@@ -54,12 +54,13 @@ export class PostgresStore<C extends PgClient = PgClient> extends SqlRelayStore<
     const logger = options.logger ?? silentLogger;
     const driver = new PostgresDriver(options.pool, options.ownsPool ?? false, logger);
     super({
+      // The store's own clients are node-postgres's: arrays travel binary on every statement.
       ...postgresTransactionStatements(prefix, options.schema, binaryArrays),
       driver,
       migrate: () => driver.transaction(({ query }) => migratePostgres(query, { prefix, logger, statementByStatement: false })),
     }, options.maxConcurrentTransactions ?? 10);
     this.prefix = prefix;
-    this.relay = new PostgresOutboxRelay(options.pool, driver, prefix, options.schema);
+    this.relay = new PostgresOutboxRelay(options.pool, driver, prefix, options.schema, binaryArrays);
   }
 
   /**
