@@ -104,7 +104,19 @@ export class HaLedgerRun {
       byAccount.set(change.account_id, [...(byAccount.get(change.account_id) ?? []), change.balance_cents]);
     }
     const outOfOrder = [...byAccount].filter(([, seen]) => JSON.stringify(seen) !== JSON.stringify(running));
-    expect(outOfOrder).toEqual([]);
+    expect(outOfOrder, outOfOrder.length === 0 ? "" : this.orderDiagnosis(outOfOrder[0]![0])).toEqual([]);
+  }
+
+  /** What a reordering looked like: every copy of the account's changes as it arrived, and what the replicas warned about. */
+  private orderDiagnosis(account: string): string {
+    const arrivals = this.tap.messages.filter((m) => (m.json as { account_id: string }).account_id === account).map((m) => {
+      const change = m.json as { balance_cents: number; caused_by: string };
+      return `${m.receivedAt} ${m.messageId} ${change.caused_by} ${change.balance_cents}`;
+    });
+    // Everything but the repeated connection failures: the failover's story, replica by replica.
+    const noise = /^(idle PostgreSQL client lost|cannot listen for outbox notifications|outbox relay cannot claim rows|outbox notifications lost)/;
+    const story = this.replicas.flatMap((r, i) => r.logs.filter((l) => l.level !== "debug" && !noise.test(l.msg) && !(l.msg === "batch settled")).map((l) => `replica ${i + 1}: ${JSON.stringify(l)}`));
+    return [`account ${account}, deltas ${JSON.stringify(STORY_DELTAS)} in that order:`, ...arrivals, ...story.slice(-200)].join("\n");
   }
 
   async close(): Promise<void> {
