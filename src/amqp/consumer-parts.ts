@@ -17,7 +17,7 @@ import { DeliveryRepublisher } from "./delivery-republisher.js";
 import { DeliverySettler } from "./delivery-settler.js";
 import { type ConsumerSettings, type InboxConsumerOptions, consumerSettings, partitionMembership, pipelineOptions } from "./inbox-consumer-options.js";
 import type { PartitionMembership } from "./partition-membership.js";
-import type { Delivery } from "./queue-consumer.js";
+import type { Delivery, QueueConsumer } from "./queue-consumer.js";
 import { ReconnectingSession } from "./reconnecting-session.js";
 import { retryAttemptOf } from "./retry-attempt.js";
 
@@ -33,6 +33,8 @@ export interface ConsumerSide {
   sessionLost(session: BrokerSession, what: string, error: Error | undefined, reconnecting: boolean): void;
   scheduleRebalance(): void;
   running(): boolean;
+  /** Gives back what a channel holds unsettled, in delivery order (a batch the database refused, and everything behind it). */
+  giveBack(consumer: QueueConsumer): Promise<void>;
   /** The node of the session in use, if one is open. */
   node(): string | undefined;
   heldPartitions(): number;
@@ -105,7 +107,7 @@ export function consumerParts<E, Tx>(options: InboxConsumerOptions<E, Tx>, consu
     },
   });
   const settler = new DeliverySettler({
-    queue: options.queue, logger, requeueDelayMs: settings.requeueDelayMs, dropPending: (c) => batches.drop((d) => d.consumer === c),
+    queue: options.queue, logger, requeueDelayMs: settings.requeueDelayMs, giveBack: (c) => consumer.giveBack(c),
     republisher: new DeliveryRepublisher({
       handlerName: pipeline.handlerName, quarantineQueue: settings.quarantineQueue, retryDelays: settings.retryDelays, logger,
     }),

@@ -20,8 +20,11 @@ export interface DeliverySettlerOptions {
   requeueDelayMs: number;
   /** False while stopping: deliveries are then given back at once. */
   isRunning: () => boolean;
-  /** Takes the deliveries of this channel that wait for a batch (they go back with a given-back one). */
-  dropPending?: (consumer: QueueConsumer) => Delivery[];
+  /**
+   * Gives back every delivery of this channel the consumer has not settled, in delivery order
+   * (see InboxConsumer.giveBack). Without it, deliveries are nacked one by one.
+   */
+  giveBack?: (consumer: QueueConsumer) => Promise<void>;
   hook: PipelineHook | undefined;
   onOutcome: ((outcome: Outcome, timing: { latencyMs: number }) => void) | undefined;
   metrics: ConsumerMetrics;
@@ -86,29 +89,28 @@ export class DeliverySettler {
         acks.set(d.consumer, list);
       }
     });
+    // Queued before anything is given back: a give-back sends the acks due before it closes a channel.
+    for (const [consumer, deliveries] of acks) this.ack(consumer, deliveries);
     if (requeues.length > 0) {
       // Give the database (or broker) a moment before the broker hands them out again; a
       // stopping consumer gives them back at once.
       this.requeueStreak++;
       const base = this.options.requeueDelayMs;
       const pause = backoffDelay({ baseDelayMs: base, maxDelayMs: Math.max(base, MAX_REQUEUE_DELAY_MS), jitter: false }, this.requeueStreak);
-      if (this.options.isRunning() && !publishRefused) {
-        await sleep(pause);
-        await this.giveBackInOrder(requeues);
-      } else if (this.options.isRunning()) {
-        // A copy the broker did not confirm (a blocked connection, a full queue): pausing the
-        // consumer would wait for the broker to read our cancel, which a blocked connection
-        // never does. Those deliveries carry no business effect to keep in order; give them back
-        // at once and let the rest go on.
+      if (this.options.isRunning() && publishRefused) {
+        // A copy the broker did not confirm (a blocked connection, a full queue): closing the
+        // channel would wait for the broker to read our close, which a blocked connection never
+        // does. Those deliveries carry no business effect to keep in order; give them back at
+        // once and let the rest go on.
         await sleep(pause);
         for (const d of requeues) this.nack(d);
       } else {
-        for (const d of requeues) this.nack(d);
+        if (this.options.isRunning()) await sleep(pause);
+        await this.giveBackInOrder(requeues);
       }
     } else {
       this.requeueStreak = 0;
     }
-    for (const [consumer, deliveries] of acks) this.ack(consumer, deliveries);
     // A failure-window hook sees its acks on the wire already ("after-ack" means sent).
     if (hook) this.flushAcks();
     const now = performance.now();
@@ -169,27 +171,20 @@ export class DeliverySettler {
 
   /**
    * Gives deliveries back so that nothing delivered after them on their channel is applied
-   * before they come back: the channel stops consuming (the broker confirms, so nothing is left
-   * on the way), the deliveries, those waiting for a batch and those that arrived meanwhile are
-   * nacked in delivery order (the queue gets them back in that order), then it consumes again.
-   * A database that refuses work for an hour thus costs an hour of waiting, never the order.
+   * before they come back, with everything behind them (see InboxConsumer.giveBack). A
+   * database that refuses work for an hour thus costs an hour of waiting, never the order.
    */
   private async giveBackInOrder(requeues: Delivery[]): Promise<void> {
+    const { giveBack } = this.options;
     for (const consumer of new Set(requeues.map((d) => d.consumer))) {
-      const mine = requeues.filter((d) => d.consumer === consumer);
-      if (!consumer.open || consumer.releasing || !this.options.dropPending) {
-        for (const d of mine) this.nack(d);
+      if (!giveBack) {
+        for (const d of requeues) if (d.consumer === consumer) this.nack(d);
         continue;
       }
       try {
-        const arrived = await consumer.pause();
-        const back = [...mine.map((d) => d.message), ...this.options.dropPending(consumer).map((d) => d.message), ...arrived];
-        back.sort((a, b) => a.fields.deliveryTag - b.fields.deliveryTag);
-        for (const message of back) this.nack({ consumer, message });
-        if (this.options.isRunning()) await consumer.resume();
+        await giveBack(consumer);
       } catch (error) {
-        // The channel closed under us: the broker gives back everything it held, in order.
-        this.options.logger.warn("could not pause the consumer to give deliveries back; the broker requeues them when the channel closes", {
+        this.options.logger.warn("could not give deliveries back on their channel; the broker requeues them when the connection closes", {
           queue: consumer.queue, error: describeError(error),
         });
       }

@@ -65,6 +65,7 @@ export class InboxConsumer<E, Tx> {
       sessionLost: (session, what, error, reconnecting) => this.sessionLost(session, what, error, reconnecting),
       scheduleRebalance: () => this.scheduleRebalance(),
       running: () => this.state === "running",
+      giveBack: (consumer) => this.giveBack(consumer),
       node: () => this.broker.session?.node,
       heldPartitions: () => this.heldPartitions.length,
     });
@@ -264,6 +265,29 @@ export class InboxConsumer<E, Tx> {
     this.settler.flushAcks();
     await consumer.close();
     if (this.consumers.get(consumer.queue) === consumer) this.consumers.delete(consumer.queue);
+  }
+
+  /**
+   * Gives a channel's unsettled deliveries back in the order they were delivered, by closing the
+   * channel: the broker puts what a closed channel held back at the head of the queue, in order.
+   * A nack would not keep the order: a quorum queue puts a nacked message at the back, behind
+   * whatever reached the queue meanwhile. The acks due go out first, the channel's deliveries
+   * that wait for a batch go back with it, and while running the queue is consumed again on a
+   * new channel. A channel being handed over or already lost gets its close anyway.
+   */
+  private async giveBack(consumer: QueueConsumer): Promise<void> {
+    this.batches.drop((d) => d.consumer === consumer);
+    if (!consumer.open || consumer.releasing) return;
+    this.settler.flushAcks();
+    await consumer.close();
+    const { session, queue } = consumer;
+    if (this.state !== "running" || !session.isOpen || this.consumers.get(queue) !== consumer) return;
+    try {
+      await this.consume(session, queue);
+    } catch (error) {
+      this.logger.warn("could not consume again after giving deliveries back; reconnecting", { queue, error: describeError(error) });
+      session.lost("consume after a give-back failed", error instanceof Error ? error : undefined);
+    }
   }
 
   private scheduleRebalance(): void {

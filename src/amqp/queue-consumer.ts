@@ -31,9 +31,6 @@ export class QueueConsumer {
   readonly tracker = new DeliveryTracker();
   private consumerTag: string | undefined;
   private isOpen = true;
-  /** Consuming is paused (see pause): deliveries still arriving wait here, unsettled, to be given back. */
-  private heldWhilePaused: ConsumeMessage[] | undefined;
-  private onMessage: ((message: ConsumeMessage | null) => void) | undefined;
   /** Being handed over: new deliveries are left unacked for the next owner. */
   releasing = false;
   /** Deliveries of this channel in batches that have started. */
@@ -49,12 +46,12 @@ export class QueueConsumer {
     const consumer = new QueueConsumer(queue, session, channel);
     channel.on("error", (error: Error) => options.logger.warn("AMQP channel error", { queue, node: session.node, error: error.message }));
     channel.on("close", (error?: Error) => {
-      // A channel this consumer closed itself (a hand-over, a stop) is not a loss.
+      // A channel this consumer closed itself (a hand-over, a give-back, a stop) is not a loss.
       if (!consumer.isOpen) return;
       session.lost(`consume channel of ${queue} closed`, error);
     });
     await channel.prefetch(options.prefetch);
-    consumer.onMessage = (message) => {
+    const onMessage = (message: ConsumeMessage | null): void => {
       if (message === null) {
         // The broker cancelled the consumer (queue deleted, failover): amqplib passes null.
         options.logger.warn("broker cancelled the consumer; reconnecting", { queue });
@@ -62,33 +59,12 @@ export class QueueConsumer {
         return;
       }
       consumer.tracker.delivered(message.fields.deliveryTag);
-      if (consumer.heldWhilePaused) consumer.heldWhilePaused.push(message);
       // Handed over: left unacked, the broker requeues it for the next owner when the channel closes.
-      else if (!consumer.releasing && consumer.open) options.onDelivery(consumer, message);
+      if (!consumer.releasing && consumer.open) options.onDelivery(consumer, message);
     };
-    const { consumerTag } = await channel.consume(queue, consumer.onMessage, { noAck: false });
+    const { consumerTag } = await channel.consume(queue, onMessage, { noAck: false });
     consumer.consumerTag = consumerTag;
     return consumer;
-  }
-
-  /**
-   * Stops the broker's deliveries to this consumer, on the same channel (its delivery tags stay
-   * valid), and resolves once the broker confirmed: nothing more arrives after that. Returns
-   * what arrived meanwhile, unsettled. For giving deliveries back in order: nothing delivered
-   * after them may be applied before they come back (see DeliverySettler).
-   */
-  async pause(): Promise<ConsumeMessage[]> {
-    const held: ConsumeMessage[] = this.heldWhilePaused = [];
-    if (this.consumerTag) await this.channel.cancel(this.consumerTag);
-    this.consumerTag = undefined;
-    return held;
-  }
-
-  /** Consumes again on the same channel after `pause`, unless the channel is closed or being handed over. */
-  async resume(): Promise<void> {
-    this.heldWhilePaused = undefined;
-    if (!this.open || this.releasing || !this.onMessage || this.consumerTag) return;
-    this.consumerTag = (await this.channel.consume(this.queue, this.onMessage, { noAck: false })).consumerTag;
   }
 
   /** False once the channel is closed, by this process or with its session. */

@@ -94,6 +94,15 @@ export function brokerClosedChannels(broker: FakeBroker): Array<Extract<Frame, {
   return broker.framesOf("channel-close").filter((f) => f.by === "broker");
 }
 
+/**
+ * Give-backs: consuming channels the consumer closed itself (the broker puts back what they held,
+ * at the head of the queue, in order). A stop closes its channel too; count before stopping.
+ */
+export function givenBackChannels(broker: FakeBroker): Array<Extract<Frame, { op: "channel-close" }>> {
+  const consuming = new Set(broker.framesOf("consume").map((f) => `${f.connection}/${f.channel}`));
+  return broker.framesOf("channel-close").filter((f) => f.by === "client" && consuming.has(`${f.connection}/${f.channel}`));
+}
+
 /** Acked delivery tags (multiple acks expanded over the tags that channel still held is the broker's job; here: as sent). */
 export function ackFrames(broker: FakeBroker): Array<Extract<Frame, { op: "ack" }>> {
   return broker.framesOf("ack");

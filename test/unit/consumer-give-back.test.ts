@@ -1,9 +1,9 @@
 /**
  * Deliveries given back because the database refused them (or could not be reached) keep their
  * place: nothing delivered after them on their channel is applied before they come back. Over
- * the in-memory broker, frame by frame: the consumer pauses its channel (basic.cancel), nacks
- * the given-back deliveries together with those waiting behind them, in delivery order, and
- * consumes again on the same channel.
+ * the in-memory broker, frame by frame: the consumer closes the channel that holds them (the
+ * broker puts everything it held back at the head of the queue, in order) and consumes again on
+ * a new channel. test/integration/give-back-order.test.ts shows why not a nack, on the real broker.
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { StoreUnavailableError } from "../../src/core/errors.js";
@@ -44,11 +44,16 @@ describe("a batch the database refused goes back with everything behind it on it
     expect(store.effects).toEqual(ids);
     expect(consumer.outcomeCounts).toMatchObject({ applied: 8, duplicate: 0, quarantined: 0, delayed: 0 });
     expect(consumer.outcomeCounts.requeue).toBe(2);
-    // Paused, then the whole prefetch given back in delivery order, then consumed again on the same channel.
-    const consume = broker.framesOf("consume")[0]!;
-    const giveBack = broker.frames.filter((f) => (f.op === "cancel" || f.op === "nack" || f.op === "consume") && f.channel === consume.channel)
-      .map((f) => (f.op === "nack" ? `nack ${f.tag}${f.requeue ? "" : " drop"}` : f.op));
-    expect(giveBack).toEqual(["consume", "cancel", ...ids.map((_, i) => `nack ${i + 1}`), "consume"]);
+    // The consuming channel closed by the consumer (the broker puts back what it held, in
+    // order), then the queue consumed again on a new channel; never a nack (a quorum queue puts
+    // a nacked message at the back of the queue).
+    const [first, second] = broker.framesOf("consume");
+    const onFirst = broker.frames.filter((f) => "channel" in f && f.channel === first!.channel && f.connection === first!.connection).map((f) => (f.op === "channel-close" ? `close by ${f.by}` : f.op));
+    expect(onFirst.filter((op) => op !== "ack")).toEqual(["consume", "close by client"]);
+    expect(second).toBeDefined();
+    expect(second!.channel).not.toBe(first!.channel);
+    expect(broker.framesOf("consume")).toHaveLength(2);
+    expect(broker.framesOf("nack")).toEqual([]);
     expect(broker.framesOf("publish")).toEqual([]);
     expect(brokerClosedChannels(broker)).toEqual([]);
     expect(broker.depth("work")).toEqual({ ready: 0, unacked: 0 });

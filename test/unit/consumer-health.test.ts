@@ -6,7 +6,7 @@
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { fakeBrokerPerTest, heldHandler, settleTurns, until } from "../support/fake-consumer.js";
+import { fakeBrokerPerTest, heldHandler, settleTurns, until, givenBackChannels } from "../support/fake-consumer.js";
 import { logged } from "../support/recording-logger.js";
 import { unreachableStore } from "../support/memory-store.js";
 
@@ -70,7 +70,7 @@ describe("consumer.health()", () => {
     const { store } = db;
     const { consumer } = env.build({ store });
     await consumer.start();
-    const nacks = () => broker.framesOf("nack").length;
+    const nacks = () => givenBackChannels(broker).length;
 
     broker.publishJson("work", event("e-1"));
     await until(() => nacks() >= 2, "the delivery given back twice");

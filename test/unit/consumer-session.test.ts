@@ -9,7 +9,7 @@ import { beforeEach, describe, expect, it, vi } from "vitest";
 import { BrokerUnreachableError, InboxConfigError } from "../../src/core/errors.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
+import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler, givenBackChannels } from "../support/fake-consumer.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
 import { MemoryStore, unreachableStore } from "../support/memory-store.js";
 
@@ -426,7 +426,7 @@ describe("repeated losses", () => {
 });
 
 describe("giving deliveries back while the database is down", () => {
-  it("waits longer before each nack (doubling from requeueDelayMs) and starts again from it after a success", async () => {
+  it("waits longer before each give-back (doubling from requeueDelayMs) and starts again from it after a success", async () => {
     const db = unreachableStore("connection refused");
     const { store } = db;
     const { consumer } = build({ store, requeueDelayMs: 40, retry: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1, maxTotalMs: 10 } });
@@ -435,21 +435,22 @@ describe("giving deliveries back while the database is down", () => {
     const started = Date.now();
     broker.publishJson("work", event("e-1"));
     await until(() => {
-      const count = broker.framesOf("nack").length;
+      const count = givenBackChannels(broker).length;
       while (nackTimes.length < count) nackTimes.push(Date.now() - started);
       return count >= 4;
-    }, "four nacks", 8000);
-    // 40, then 80, then 160 ms before each nack (with room for when the polling saw each one).
+    }, "four give-backs", 8000);
+    // 40, then 80, then 160 ms before each give-back (with room for when the polling saw each one).
     expect(nackTimes[0]!).toBeGreaterThanOrEqual(30);
     expect(nackTimes[1]! - nackTimes[0]!).toBeGreaterThanOrEqual(65);
     expect(nackTimes[2]! - nackTimes[1]!).toBeGreaterThanOrEqual(130);
     db.down = false;
     await until(() => consumer.outcomeCounts.applied === 1, "the apply", 5000);
     db.down = true;
-    const before = broker.framesOf("nack").length;
+    const before = givenBackChannels(broker).length;
     const again = Date.now();
     broker.publishJson("work", event("e-2"));
-    await until(() => broker.framesOf("nack").length > before, "a nack after the success", 5000);
+    await until(() => givenBackChannels(broker).length > before, "a give-back after the success", 5000);
+    expect(broker.framesOf("nack")).toEqual([]);
     // Back to 40 ms, far below the 640 ms (or more) the next doubling would have been.
     expect(Date.now() - again).toBeLessThan(400);
   });
@@ -482,7 +483,7 @@ describe("the failure-window hook", () => {
     expect(calls.filter(([p]) => p === "after-ack")).toEqual([["after-ack", [{ tenant: "t1", eventId: "e-1" }]]]);
     db.down = true;
     broker.publishJson("work", event("e-2"));
-    await until(() => broker.framesOf("nack").length >= 1, "the nack");
+    await until(() => givenBackChannels(broker).length >= 1, "the give-back");
     await settleTurns();
     expect(calls.filter(([p]) => p === "after-ack")).toHaveLength(1);
   });
