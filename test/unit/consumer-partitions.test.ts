@@ -7,9 +7,9 @@
  */
 import { hostname } from "node:os";
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { InboxConfigError } from "../../src/core/errors.js";
+import { InboxConfigError, StoreUnavailableError } from "../../src/core/errors.js";
 import type { FakeBroker } from "../support/fake-amqp.js";
-import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, type fakeConsumer, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
+import { NODE_A, NODE_B, ackFrames, brokerClosedChannels, type fakeConsumer, givenBackChannels, settleTurns, until, fakeBrokerPerTest, heldHandler } from "../support/fake-consumer.js";
 import { logged } from "../support/recording-logger.js";
 import { MemoryStore } from "../support/memory-store.js";
 
@@ -280,5 +280,36 @@ describe("a hand-over that fails", () => {
     await internals.rebalancing;
     expect(lostRanOn).toHaveBeenCalledWith("partition hand-over failed", expect.objectContaining({ message: "404 NOT_FOUND - no queue 'work.p1'" }));
     expect(newer.lost).not.toHaveBeenCalled();
+  });
+});
+
+describe("a batch the database refused, on partitions", () => {
+  it("goes back by closing only the channels that held it, each partition consumed again at once; every account's events applied in order", async () => {
+    const store = new MemoryStore();
+    // The first batch's two attempts are refused as a read-only database would; the rest commit.
+    store.script = (attempt) => {
+      if (attempt <= 2) throw new StoreUnavailableError("read-only", "refuses work (read-only, 25006) (test)");
+      return "commit";
+    };
+    const { consumer } = replica("a", store, { batchSize: 4, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 }, requeueDelayMs: 5 });
+    await consumer.start();
+    publishStream(8, 5);
+    await until(() => store.effects.length === 40, "every event applied");
+    expectAppliedInOrder(store, 8, 5);
+
+    expect(consumer.outcomeCounts.requeue).toBe(4);
+    expect(broker.framesOf("nack")).toEqual([]);
+    expect(brokerClosedChannels(broker)).toEqual([]);
+    // Each channel closed by the give-back held a refused delivery; its partition was consumed
+    // again on a new channel, and the other partitions' channels were left alone.
+    const consumes = broker.framesOf("consume").filter((f) => f.queue.startsWith("work.p"));
+    const closed = givenBackChannels(broker).filter((c) => consumes.some((f) => f.channel === c.channel && f.connection === c.connection));
+    expect(closed.length).toBeGreaterThan(0);
+    expect(closed.length).toBeLessThanOrEqual(4);
+    const queueOf = (c: { channel: number; connection: number }) => consumes.find((f) => f.channel === c.channel && f.connection === c.connection)!.queue;
+    expect(consumes).toHaveLength(4 + closed.length);
+    expect(new Set(closed.map(queueOf)).size).toBe(closed.length);
+    for (const c of closed) expect(consumes.filter((f) => f.queue === queueOf(c))).toHaveLength(2);
+    expect(consumer.heldPartitions).toEqual([0, 1, 2, 3]);
   });
 });
