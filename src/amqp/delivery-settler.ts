@@ -22,9 +22,9 @@ export interface DeliverySettlerOptions {
   isRunning: () => boolean;
   /**
    * Gives back every delivery of this channel the consumer has not settled, in delivery order
-   * (see InboxConsumer.giveBack). Without it, deliveries are nacked one by one.
+   * (see InboxConsumer.giveBack). Never rejects.
    */
-  giveBack?: (consumer: QueueConsumer) => Promise<void>;
+  giveBack: (consumer: QueueConsumer) => Promise<void>;
   hook: PipelineHook | undefined;
   onOutcome: ((outcome: Outcome, timing: { latencyMs: number }) => void) | undefined;
   metrics: ConsumerMetrics;
@@ -175,20 +175,7 @@ export class DeliverySettler {
    * database that refuses work for an hour thus costs an hour of waiting, never the order.
    */
   private async giveBackInOrder(requeues: Delivery[]): Promise<void> {
-    const { giveBack } = this.options;
-    for (const consumer of new Set(requeues.map((d) => d.consumer))) {
-      if (!giveBack) {
-        for (const d of requeues) if (d.consumer === consumer) this.nack(d);
-        continue;
-      }
-      try {
-        await giveBack(consumer);
-      } catch (error) {
-        this.options.logger.warn("could not give deliveries back on their channel; the broker requeues them when the connection closes", {
-          queue: consumer.queue, error: describeError(error),
-        });
-      }
-    }
+    for (const consumer of new Set(requeues.map((d) => d.consumer))) await this.options.giveBack(consumer);
   }
 
   private nack(delivery: Pick<Delivery, "consumer" | "message">): void {

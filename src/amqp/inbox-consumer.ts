@@ -273,7 +273,8 @@ export class InboxConsumer<E, Tx> {
    * A nack would not keep the order: a quorum queue puts a nacked message at the back, behind
    * whatever reached the queue meanwhile. The acks due go out first, the channel's deliveries
    * that wait for a batch go back with it, and while running the queue is consumed again on a
-   * new channel. A channel being handed over or already lost gets its close anyway.
+   * new channel. A channel being handed over or already lost gets its close anyway. Never
+   * rejects: a consume that fails loses the session, and the reconnect consumes again.
    */
   private async giveBack(consumer: QueueConsumer): Promise<void> {
     this.batches.drop((d) => d.consumer === consumer);

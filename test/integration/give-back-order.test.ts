@@ -10,7 +10,6 @@ import { afterEach, describe, expect, it } from "vitest";
 import { InboxConsumer, StoreUnavailableError } from "../../src/index.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import { silentLogger } from "../../src/core/logger.js";
-import type { SqliteStore } from "../../src/store/sqlite/index.js";
 import { amqpUrl, deleteConsumerQueues, publishAll, waitFor, withChannel } from "../support/broker.js";
 import { effectsHandler, sqliteWithEffects } from "../support/sqlite-effects.js";
 
@@ -19,30 +18,18 @@ afterEach(async () => {
   for (const fn of cleanups.splice(0).reverse()) await fn().catch(() => undefined);
 });
 
-/** The store, refusing its first `refusals` transactions as a read-only database would. */
-function refusingFirst(store: SqliteStore, refusals: number): SqliteStore {
-  let left = refusals;
-  return new Proxy(store, {
-    get(target, property) {
-      if (property === "transaction") {
-        return (work: Parameters<SqliteStore["transaction"]>[0]) => {
-          if (left-- > 0) return Promise.reject(new StoreUnavailableError("read-only", "cannot execute INSERT in a read-only transaction (test)"));
-          return target.transaction(work);
-        };
-      }
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
-
 describe.each(["classic", "quorum"] as const)("a refused batch given back on a %s queue", (queueType) => {
   it("comes back before the messages that waited ready behind it: every event applied once, in the order published", async () => {
     const fixture = await sqliteWithEffects();
     cleanups.push(fixture.remove);
     const queue = `ri.test.give-back.${randomBytes(5).toString("hex")}`;
+    // The first batch's two attempts are refused as a read-only database would refuse them.
+    let refusals = 2;
+    const refuseFirst = () => {
+      if (refusals-- > 0) throw new StoreUnavailableError("read-only", "cannot execute INSERT in a read-only transaction (test)");
+    };
     const consumer = new InboxConsumer({
-      url: amqpUrl, queue, logger: silentLogger, store: refusingFirst(fixture.store, 2), handler: effectsHandler("give-back"),
+      url: amqpUrl, queue, logger: silentLogger, store: fixture.store, handler: effectsHandler("give-back", refuseFirst),
       // Two attempts, both refused: the deliveries go back to the broker after 10 ms.
       prefetch: 5, batchSize: 5, retry: { maxAttempts: 2, baseDelayMs: 1, maxDelayMs: 1 }, requeueDelayMs: 10,
       ...(queueType === "quorum" ? { queueArguments: quorumQueueArguments() } : {}),

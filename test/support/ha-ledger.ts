@@ -115,7 +115,7 @@ export class HaLedgerRun {
     });
     // Everything but the repeated connection failures: the failover's story, replica by replica.
     const noise = /^(idle PostgreSQL client lost|cannot listen for outbox notifications|outbox relay cannot claim rows|outbox notifications lost)/;
-    const story = this.replicas.flatMap((r, i) => r.logs.filter((l) => l.level !== "debug" && !noise.test(l.msg) && !(l.msg === "batch settled")).map((l) => `replica ${i + 1}: ${JSON.stringify(l)}`));
+    const story = this.replicas.flatMap((r, i) => r.logs.filter((l) => l.level !== "debug" && !noise.test(l.msg)).map((l) => `replica ${i + 1}: ${JSON.stringify(l)}`));
     return [`account ${account}, deltas ${JSON.stringify(STORY_DELTAS)} in that order:`, ...arrivals, ...story.slice(-200)].join("\n");
   }
 
