@@ -38,8 +38,16 @@ export class HandoffQueue implements OutboxHandoff {
   private queuedRows = 0;
   private readonly chain = new Map<string, number>();
   private accepting = true;
-  /** The events whose rows are in memory (waiting, or in a claim not settled yet), with how many rows. */
-  private readonly sources = new Map<string, number>();
+  /**
+   * Rows out of `queued` whose settlement is not written yet (a claim's, or released ones): they
+   * are still this process's to publish or to make due.
+   */
+  private readonly unsettled = new Set<readonly HandedOffRow[]>();
+  /**
+   * The events whose rows are in memory, built when a duplicate asks (`holdsRowsOf`) and dropped
+   * at the next change: the hot path keeps no per-row index of them.
+   */
+  private sources: Set<string> | undefined;
 
   constructor(private readonly options: HandoffQueueOptions) {
     this.leaseMs = options.leaseMs;
@@ -54,11 +62,12 @@ export class HandoffQueue implements OutboxHandoff {
     }
     this.queued.push({ rows, expiresAt: leasedAt + this.leaseMs });
     this.queuedRows += rows.length;
-    this.count(rows, 1);
+    this.sources = undefined;
     this.options.wake();
   }
 
   holdsRowsOf(handler: string, key: EventKey): boolean {
+    this.sources ??= this.heldSources();
     return this.sources.has(sourceKey(handler, key.tenant, key.eventId));
   }
 
@@ -96,7 +105,9 @@ export class HandoffQueue implements OutboxHandoff {
       if (this.mayPublish(row, stopped)) rows.push(outboxRowOf(row));
       else held.push(row.id);
     }
-    return this.claimOf(rows, held, [...taken, ...overflow], expiresAt);
+    const outOfQueue = overflow.length === 0 ? taken : [...taken, ...overflow];
+    this.unsettled.add(outOfQueue);
+    return this.claimOf(rows, held, outOfQueue, expiresAt);
   }
 
   /** Takes rows into memory again (after `release`). */
@@ -113,21 +124,29 @@ export class HandoffQueue implements OutboxHandoff {
     const rows = this.queued.splice(0).flatMap((h) => h.rows);
     this.queuedRows = 0;
     this.chain.clear();
+    this.unsettled.add(rows);
     try {
       if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
     } finally {
-      this.count(rows, -1);
+      this.forget(rows);
     }
   }
 
-  private count(rows: readonly HandedOffRow[], delta: 1 | -1): void {
-    for (const { record } of rows) {
-      if (!record.source) continue;
-      const key = sourceKey(record.source.handler, record.source.tenant, record.source.eventId);
-      const n = (this.sources.get(key) ?? 0) + delta;
-      if (n > 0) this.sources.set(key, n);
-      else this.sources.delete(key);
-    }
+  /** The events of every row in memory: waiting, or taken and not settled yet. */
+  private heldSources(): Set<string> {
+    const sources = new Set<string>();
+    const add = (rows: readonly HandedOffRow[]) => {
+      for (const { record: { source } } of rows) if (source) sources.add(sourceKey(source.handler, source.tenant, source.eventId));
+    };
+    for (const handoff of this.queued) add(handoff.rows);
+    for (const rows of this.unsettled) add(rows);
+    return sources;
+  }
+
+  /** Rows whose settlement is written (or failed to be): no longer this process's. */
+  private forget(rows: readonly HandedOffRow[]): void {
+    this.unsettled.delete(rows);
+    this.sources = undefined;
   }
 
   private mayPublish(row: HandedOffRow, stopped: Set<string>): boolean {
@@ -163,7 +182,7 @@ export class HandoffQueue implements OutboxHandoff {
           await this.options.settle({ ...settlement, due });
         } finally {
           // Held until marked: a duplicate meanwhile would make rows due that are being marked.
-          this.count(taken, -1);
+          this.forget(taken);
         }
       },
     };
@@ -179,6 +198,19 @@ function outboxRowOf(row: HandedOffRow): OutboxRow {
   const r = row.record;
   return {
     id: row.id, messageId: r.messageId, exchange: r.exchange, routingKey: r.routingKey, body: r.body,
-    properties: JSON.parse(r.properties) as Record<string, unknown>, orderingKey: r.orderingKey, attempts: 0,
+    properties: parsedProperties(r.properties), orderingKey: r.orderingKey, attempts: 0,
   };
+}
+
+/**
+ * Rows written in the same second without AMQP options share one properties text; it is parsed
+ * once for all of them. The object is shared, so nothing may change it: the publish only reads it.
+ */
+const lastProperties = { text: "", parsed: {} as Readonly<Record<string, unknown>> };
+function parsedProperties(text: string): Readonly<Record<string, unknown>> {
+  if (text !== lastProperties.text) {
+    lastProperties.parsed = Object.freeze(JSON.parse(text) as Record<string, unknown>);
+    lastProperties.text = text;
+  }
+  return lastProperties.parsed;
 }

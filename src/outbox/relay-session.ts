@@ -7,8 +7,6 @@ import type { Backoff } from "../core/retry-policy.js";
 import type { OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 
 /** AMQP property names a row may carry, copied into the publish options when present. */
-const STRING_PROPERTIES = ["contentType", "contentEncoding", "type", "correlationId", "replyTo", "expiration", "appId"] as const;
-
 export interface RelaySessionOptions {
   connector: BrokerConnector;
   /** Names the relay in its log lines. */
@@ -124,16 +122,26 @@ export class RelaySession {
   }
 }
 
-/** AMQP publish options of a row: its stored properties, persistent and mandatory, with its message id. */
+/**
+ * AMQP publish options of a row: its stored properties, persistent and mandatory, with its
+ * message id. Every field is present (undefined when the row has none, which amqplib treats as
+ * absent), so every row's options share one shape instead of growing one property at a time.
+ */
 export function publishOptions(row: OutboxRow): Options.Publish {
   const p = row.properties;
-  const options: Options.Publish = { persistent: true, mandatory: true, messageId: row.messageId };
-  for (const name of STRING_PROPERTIES) {
-    const value = p[name];
-    if (typeof value === "string") options[name] = value;
-  }
-  if (typeof p.priority === "number") options.priority = p.priority;
-  if (typeof p.timestamp === "number") options.timestamp = p.timestamp;
-  if (p.headers && typeof p.headers === "object" && !Array.isArray(p.headers)) options.headers = { ...(p.headers as Record<string, unknown>) };
-  return options;
+  const headers = p.headers;
+  return {
+    persistent: true, mandatory: true, messageId: row.messageId,
+    contentType: stringOrUndefined(p.contentType), contentEncoding: stringOrUndefined(p.contentEncoding),
+    type: stringOrUndefined(p.type), correlationId: stringOrUndefined(p.correlationId), replyTo: stringOrUndefined(p.replyTo),
+    expiration: stringOrUndefined(p.expiration), appId: stringOrUndefined(p.appId),
+    priority: typeof p.priority === "number" ? p.priority : undefined,
+    timestamp: typeof p.timestamp === "number" ? p.timestamp : undefined,
+    // A copy: amqplib reads the headers as it encodes, and the row's properties may be shared.
+    headers: headers && typeof headers === "object" && !Array.isArray(headers) ? { ...(headers as Record<string, unknown>) } : undefined,
+  };
+}
+
+function stringOrUndefined(value: unknown): string | undefined {
+  return typeof value === "string" ? value : undefined;
 }

@@ -46,6 +46,16 @@ describe("HandoffQueue", () => {
     expect(q.claim(10)).toBeNull();
   });
 
+  it("gives each row the properties of its own text, rows of one text sharing one frozen parse", () => {
+    const { q } = queue();
+    const withProperties = (id: number, properties: object): HandedOffRow => ({ id, record: { ...record(`m${id}`, null), properties: JSON.stringify(properties) }, previousUnsent: null });
+    q.take([withProperties(1, { timestamp: 1 }), withProperties(2, { timestamp: 1 }), withProperties(3, { timestamp: 2, priority: 4 }), withProperties(4, { timestamp: 1 })], 0);
+    const rows = q.claim(10)!.rows;
+    expect(rows.map((r) => r.properties)).toEqual([{ timestamp: 1 }, { timestamp: 1 }, { timestamp: 2, priority: 4 }, { timestamp: 1 }]);
+    expect(rows[1]!.properties).toBe(rows[0]!.properties);
+    expect(Object.isFrozen(rows[0]!.properties)).toBe(true);
+  });
+
   it("takes whole handoffs up to the limit (at least one), and the earliest lease decides the claim's end", () => {
     const { q } = queue({ leaseMs: 1000 });
     q.take([row(1, null), row(2, null)], 100);
