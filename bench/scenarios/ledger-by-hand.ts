@@ -88,6 +88,7 @@ async function applyAndRelay(
         let deleted = 0;
         let running = false;
 
+        let removing: Promise<unknown> = Promise.resolve();
         // `remove` deletes the batch's outbox rows once every copy is confirmed.
         const publishAndDelete = (copies: Copy[], remove: { name: string; text: string; values: unknown[] }) => {
           let unconfirmed = copies.length;
@@ -97,7 +98,8 @@ async function applyAndRelay(
             }, (error) => {
               if (error) return fail(error);
               if (--unconfirmed > 0) return;
-              marker.query(remove).then(() => {
+              // One statement at a time on the marking connection: pg queues them, but warns.
+              removing = removing.then(() => marker.query(remove)).then(() => {
                 deleted += copies.length;
                 if (deleted === n) resolve({ startedAt, ackedAt: performance.now() });
               }, fail);
