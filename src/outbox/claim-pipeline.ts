@@ -9,8 +9,13 @@ export interface ClaimsOut {
 
 /** The relay's steps, as the pipeline runs them. */
 export interface PipelineSteps {
-  /** Claims due rows; `holding`: the keys of the claims still out, and the last row of each they hold. */
-  claim(holding: ReadonlyMap<string, number> | undefined): Promise<OutboxClaim | null>;
+  /**
+   * Claims due rows: handed-over rows in memory first, then, when `database` allows it, the
+   * database's. `holding`: the keys of the claims still out, and the last row of each they hold.
+   */
+  claim(holding: ReadonlyMap<string, number> | undefined, database: boolean): Promise<OutboxClaim | null>;
+  /** Whether rows handed over in memory wait for a claim. */
+  holdsHandedOff(): boolean;
   /** Puts a claim's rows on the wire, after the claims still out when there are any. */
   publish(claim: OutboxClaim, out: ClaimsOut | undefined): PublishedClaim;
   /**
@@ -22,13 +27,22 @@ export interface PipelineSteps {
 }
 
 /**
- * Claims out at once where the store allows overlapping claims: one waiting for its confirms
- * (then marked) while the next is claimed and published.
+ * Database claims out at once where the store allows overlapping claims: one waiting for its
+ * confirms (then marked) while the next is claimed and published.
  */
 export const CLAIMS_OUT = 2;
 
+/**
+ * Claims out at once in all, the others being rows handed over in memory. Those hold no
+ * transaction while they are out, so they are not bound by the store's limit: while the broker
+ * confirms one claim, the rows committed meanwhile go out behind it instead of waiting in memory.
+ */
+export const HANDED_OFF_CLAIMS_OUT = 4;
+
 interface Out {
   claim: PublishedClaim;
+  /** A claim of the database (it may hold a transaction until settled), not of handed-over rows. */
+  database: boolean;
   /** Resolves once this claim is settled (never rejects: a failure is kept for the next step). */
   settled: Promise<void>;
 }
@@ -63,12 +77,15 @@ export class ClaimPipeline {
    * or nothing new came. Returns how many rows were marked sent meanwhile.
    */
   async step(): Promise<number> {
-    while (this.out.length >= (this.overlapping ? CLAIMS_OUT : 1)) await this.out[0]!.settled;
+    // Full, or nothing to claim but the database, which must wait for claims out first.
+    while (this.out.length >= HANDED_OFF_CLAIMS_OUT || (this.out.length > 0 && !this.mayClaimDatabase() && !this.steps.holdsHandedOff())) {
+      await this.out[0]!.settled;
+    }
     if (this.broken.size > 0 || this.failure) return this.settleAll();
     const out = this.claimsOut();
     let claim: OutboxClaim | null;
     try {
-      claim = await this.steps.claim(out && new Map([...out.lastPublished].map(([key, row]) => [key, row.id])));
+      claim = await this.steps.claim(out && new Map([...out.lastPublished].map(([key, row]) => [key, row.id])), this.mayClaimDatabase());
     } catch (error) {
       // Kept for the next settleAll(): the claim's failure is this one's, the rounds' is theirs.
       await this.settleAll().catch((settleError: unknown) => { this.failure ??= { error: settleError }; });
@@ -77,8 +94,20 @@ export class ClaimPipeline {
     if (!claim) return this.settleAll();
     const published = this.steps.publish(claim, out);
     const before = this.out.at(-1)?.settled ?? Promise.resolve();
-    this.out.push({ claim: published, settled: before.then(() => this.settleFirst()) });
+    this.out.push({ claim: published, database: claim.handedOff !== true, settled: before.then(() => this.settleFirst()) });
     return this.takeSent();
+  }
+
+  /**
+   * Whether a database claim may be taken now. Where claims cannot overlap, only with nothing
+   * out: a claim holds the store's one transaction until settled, and the claims out before it,
+   * settled first, would wait for it.
+   */
+  private mayClaimDatabase(): boolean {
+    if (!this.overlapping) return this.out.length === 0;
+    let database = 0;
+    for (const o of this.out) if (o.database) database++;
+    return database < CLAIMS_OUT;
   }
 
   /** Settles every claim out, in order; then rethrows the first failure seen, if any. */

@@ -170,6 +170,7 @@ export class HandoffQueue implements OutboxHandoff {
     return {
       rows,
       expiresAt,
+      handedOff: true,
       settle: async (settlement) => {
         if (settled) throw new Error("a handed-off outbox claim was settled twice");
         settled = true;

@@ -101,7 +101,8 @@ export class OutboxRelay {
       handoff: options.handoff ?? true, hook: options.hook, logger: this.logger, wake: () => this.work.wake(),
     });
     this.pipeline = new ClaimPipeline({
-      claim: (holding) => this.claims.next(holding),
+      claim: (holding, database) => this.claims.next(holding, database),
+      holdsHandedOff: () => this.claims.holdsHandedOff,
       publish: (claim, out) => this.publishClaim(claim, out),
       settle: async (claim, brokenBefore) => {
         const { round, broken } = await this.settle(claim, brokenBefore);

@@ -84,9 +84,17 @@ export class RelayClaims {
     return this.handoff?.claim(this.options.batchSize) ?? null;
   }
 
-  /** Rows in memory first; the database when something may wait there. Runs the `before-publish` hook. */
-  async next(holding: ReadonlyMap<string, number> | undefined): Promise<OutboxClaim | null> {
-    const claim = this.fromMemory() ?? (await this.fromDatabase(holding));
+  /** Whether handed-over rows wait in memory. */
+  get holdsHandedOff(): boolean {
+    return (this.handoff?.size ?? 0) > 0;
+  }
+
+  /**
+   * Rows in memory first; then, if `database` allows, the database when something may wait
+   * there. Runs the `before-publish` hook.
+   */
+  async next(holding: ReadonlyMap<string, number> | undefined, database = true): Promise<OutboxClaim | null> {
+    const claim = this.fromMemory() ?? (database ? await this.fromDatabase(holding) : null);
     const hook = this.options.hook;
     if (claim && claim.rows.length > 0 && hook) {
       try {

@@ -144,18 +144,31 @@ describe("a published claim", () => {
   });
 });
 
+/** Rows handed over in memory, in a script: claimed before the database's, whether or not the database may be claimed. */
+interface HandedOff { handedOff: OutboxRow[] }
+
 /** Steps over scripted claims: records what the pipeline asked and when. */
 class Script implements PipelineSteps {
   readonly events: string[] = [];
   readonly holdings: Array<Record<string, number> | undefined> = [];
   readonly wires: Wire[] = [];
   channel = "ch-1";
-  constructor(private readonly claims: Array<OutboxRow[] | null>, private readonly failing: ReadonlySet<number> = new Set()) {}
-  claim(holding: ReadonlyMap<string, number> | undefined): Promise<OutboxClaim | null> {
+  constructor(private readonly claims: Array<OutboxRow[] | HandedOff | null>, private readonly failing: ReadonlySet<number> = new Set()) {}
+  holdsHandedOff(): boolean {
+    const next = this.claims[0];
+    return next !== undefined && next !== null && "handedOff" in next;
+  }
+  claim(holding: ReadonlyMap<string, number> | undefined, database: boolean): Promise<OutboxClaim | null> {
     this.holdings.push(holding && Object.fromEntries(holding));
-    const rows = this.claims.shift() ?? null;
+    if (!database && !this.holdsHandedOff()) {
+      this.events.push("claim none (memory only)");
+      return Promise.resolve(null);
+    }
+    const next = this.claims.shift() ?? null;
+    const rows = next === null ? null : "handedOff" in next ? next.handedOff : next;
     this.events.push(rows ? `claim ${rows.map((r) => r.id).join(",")}` : "claim none");
-    return Promise.resolve(rows && claimOf(rows));
+    if (!rows) return Promise.resolve(null);
+    return Promise.resolve(next !== null && "handedOff" in next ? { ...claimOf(rows), handedOff: true } : claimOf(rows));
   }
   publish(claim: OutboxClaim, out: ClaimsOut | undefined): PublishedClaim {
     const wire = new Wire();
@@ -196,6 +209,42 @@ describe("the claim pipeline", () => {
     await pipeline.step();
     expect(script.holdings).toEqual([undefined, undefined, undefined]);
     expect(script.events).toEqual(["claim 1", "settle 1 sent 1", "claim 2", "settle 2 sent 2", "claim none"]);
+  });
+
+  it("keeps up to four claims of handed-over rows out, and at most two of the database's, where claims overlap", async () => {
+    const memory = (id: number): HandedOff => ({ handedOff: [row(id, "a")] });
+    const script = new Script([memory(1), [row(2, "b")], [row(3, "c")], [row(4, "d")], memory(5), memory(6), memory(7), null]);
+    const pipeline = new ClaimPipeline(script, true);
+    // Three claims out, two of the database: the next database claim waits for the first claim.
+    await pipeline.step();
+    await pipeline.step();
+    await pipeline.step();
+    expect(script.events).toEqual(["claim 1", "claim 2", "claim 3"]);
+    await pipeline.step();
+    expect(script.events).toEqual(["claim 1", "claim 2", "claim 3", "settle 1 sent 1", "settle 2 sent 2", "claim 4"]);
+    // Handed-over rows go out beside two database claims, up to four claims in all.
+    await pipeline.step();
+    await pipeline.step();
+    expect(script.events.slice(6)).toEqual(["claim 5", "claim 6"]);
+    await pipeline.step();
+    expect(script.events.slice(8)).toEqual(["settle 3 sent 3", "claim 7"]);
+    await pipeline.settleAll();
+  });
+
+  it("where claims cannot overlap, takes handed-over rows beside a claim out, but a database claim only when nothing is out", async () => {
+    const memory = (id: number): HandedOff => ({ handedOff: [row(id, "a")] });
+    const script = new Script([[row(1, "a")], memory(2), memory(3), [row(4, "b")], null]);
+    const pipeline = new ClaimPipeline(script, false);
+    await pipeline.step();
+    await pipeline.step();
+    await pipeline.step();
+    expect(script.events).toEqual(["claim 1", "claim 2", "claim 3"]);
+    // Nothing in memory: the database claim waits until every claim out is settled.
+    await pipeline.step();
+    expect(script.events.slice(3)).toEqual(["settle 1 sent 1", "settle 2 sent 2", "settle 3 sent 3", "claim 4"]);
+    await pipeline.step();
+    expect(script.events.slice(7)).toEqual(["settle 4 sent 4", "claim none"]);
+    expect(pipeline.busy).toBe(false);
   });
 
   it("a nack in a claim while the next is out: the next claim's rows of that key are not marked, and everything out is settled before claiming again", async () => {

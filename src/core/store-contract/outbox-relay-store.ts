@@ -52,6 +52,8 @@ export interface OutboxClaim {
   readonly expiresAt: number;
   /** Records the outcome and ends the claim. Call exactly once, even when nothing was published. */
   settle(settlement: OutboxSettlement): Promise<void>;
+  /** True for rows handed over in memory: no database transaction is held while they are out. */
+  readonly handedOff?: boolean;
 }
 
 export interface ClaimOptions {
