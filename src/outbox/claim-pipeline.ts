@@ -41,8 +41,6 @@ export const HANDED_OFF_CLAIMS_OUT = 4;
 
 interface Out {
   claim: PublishedClaim;
-  /** A claim of the database (it may hold a transaction until settled), not of handed-over rows. */
-  database: boolean;
   /** Resolves once this claim is settled (never rejects: a failure is kept for the next step). */
   settled: Promise<void>;
 }
@@ -94,7 +92,7 @@ export class ClaimPipeline {
     if (!claim) return this.settleAll();
     const published = this.steps.publish(claim, out);
     const before = this.out.at(-1)?.settled ?? Promise.resolve();
-    this.out.push({ claim: published, database: claim.handedOff !== true, settled: before.then(() => this.settleFirst()) });
+    this.out.push({ claim: published, settled: before.then(() => this.settleFirst()) });
     return this.takeSent();
   }
 
@@ -105,8 +103,9 @@ export class ClaimPipeline {
    */
   private mayClaimDatabase(): boolean {
     if (!this.overlapping) return this.out.length === 0;
+    // A claim of the database may hold a transaction until settled; handed-over rows hold none.
     let database = 0;
-    for (const o of this.out) if (o.database) database++;
+    for (const o of this.out) if (o.claim.claim.handedOff !== true) database++;
     return database < CLAIMS_OUT;
   }
 

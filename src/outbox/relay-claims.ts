@@ -93,7 +93,7 @@ export class RelayClaims {
    * Rows in memory first; then, if `database` allows, the database when something may wait
    * there. Runs the `before-publish` hook.
    */
-  async next(holding: ReadonlyMap<string, number> | undefined, database = true): Promise<OutboxClaim | null> {
+  async next(holding: ReadonlyMap<string, number> | undefined, database: boolean): Promise<OutboxClaim | null> {
     const claim = this.fromMemory() ?? (database ? await this.fromDatabase(holding) : null);
     const hook = this.options.hook;
     if (claim && claim.rows.length > 0 && hook) {

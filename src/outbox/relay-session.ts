@@ -6,7 +6,6 @@ import { type Logger, redactSecrets } from "../core/logger.js";
 import type { Backoff } from "../core/retry-policy.js";
 import type { OutboxRow } from "../core/store-contract/outbox-relay-store.js";
 
-/** AMQP property names a row may carry, copied into the publish options when present. */
 export interface RelaySessionOptions {
   connector: BrokerConnector;
   /** Names the relay in its log lines. */
