@@ -117,10 +117,14 @@ describe.each(onSelectedDatabases(["postgres"] as const))("the ledger on a datab
     await db.readOnly(true);
     const adjustments = Array.from({ length: 10 }, (_, i) => balanceAdjusted("t1", `adj-${i + 1}`, "a", i + 1));
     await t.broker.publish(t.queue, adjustments);
+    // The sessions cut by the switch answer first (a connection lost, no reason); the next
+    // transaction on a new session meets the refusal, and /readyz names it.
     const readyz = await waitUntil(async () => {
       const response = await fetch(`${ledger.metricsUrl!}/readyz`);
-      return response.status === 503 ? (await response.json()) as Record<string, unknown> : undefined;
-    }, "/readyz 503 while the database refuses writes", { watch: [ledger] });
+      if (response.status !== 503) return undefined;
+      const body = (await response.json()) as Record<string, unknown>;
+      return (body.databaseProblem as { reason?: unknown } | null)?.reason === "read-only" ? body : undefined;
+    }, "/readyz 503 naming the read-only refusal", { watch: [ledger] });
     expect(readyz).toMatchObject({ ready: false, database: false, databaseNode: pgNode, databaseProblem: { reason: "read-only" } });
     expect(String((readyz.databaseProblem as { error: string }).error)).toContain("25006");
 
