@@ -906,7 +906,7 @@ describe("MysqlStore on MariaDB", () => {
         try {
           const rows = await driver.transaction(async ({ query }) => {
             onStart?.(Number((await query({ text: "SELECT CONNECTION_ID() AS id", values: [] })).rows[0]!.id));
-            return write((statement) => { texts.push(statement.text); return query(statement); }, records, 60_000);
+            return write({ handle: undefined, query: (statement) => { texts.push(statement.text); return query(statement); } }, records, 60_000);
           });
           return { rows, texts };
         } finally {

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { OutboxRecord } from "../../src/core/store-contract/store.js";
 import type { HandedOffRow } from "../../src/core/store-contract/outbox-signal.js";
 import type { OutboxClaim } from "../../src/core/store-contract/outbox-relay-store.js";
-import { type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, eventually } from "../support/outbox.js";
+import { type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, eventually, idTable } from "../support/outbox.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 
 function record(messageId: string, orderingKey: string | null, body = messageId): OutboxRecord {
@@ -135,6 +135,29 @@ describe.each(TEST_DATABASES)("rows handed to a relay in memory: the store's sid
     // Nothing new: nothing handed over.
     await write([record("m1", "k"), record("m3", null)]);
     expect(taken).toHaveLength(1);
+  });
+
+  it("a write that meets a message id already there undoes only itself: the transaction's claim, business row and other rows commit", async () => {
+    const accounts = idTable(db, store, "accounts");
+    await accounts.create();
+    await write([record("m1", "k", "first m1")]);
+    const { taken } = attach();
+    const claimed = await store.transaction(async (tx) => {
+      const results = await tx.claim("h", [{ key: { tenant: "t", eventId: "e1" }, fingerprint: "f1" }]);
+      await accounts.insert(tx.handle, "a1");
+      await tx.writeOutbox!([record("m2", "k"), record("m1", "k", "second m1"), record("m3", null)]);
+      // A second write of the same transaction, after the first met a conflict.
+      await tx.writeOutbox!([record("m4", "k"), record("m2", "k", "second m2")]);
+      return results;
+    });
+    expect(claimed).toEqual([{ status: "claimed" }]);
+    expect(await accounts.list()).toEqual(["a1"]);
+    expect(await store.countInbox("h")).toBe(1);
+    expect(taken.flatMap((t) => t.rows.map((r) => r.record.messageId))).toEqual(["m2", "m3", "m4"]);
+    expect((await db.rows()).map((r) => r.message_id)).toEqual(["m1", "m2", "m3", "m4"]);
+    const m2 = await idOf("m2");
+    // m4 follows m2 of the same transaction, m2 follows m1 (unsent before it).
+    expect(taken.flatMap((t) => t.rows.map((r) => [r.record.messageId, r.previousUnsent]))).toEqual([["m2", await idOf("m1")], ["m3", null], ["m4", m2]]);
   });
 
   it("settles sent, failed and due rows, and leaves alone rows another relay's claim holds and rows already sent", async () => {

@@ -3,6 +3,9 @@ import { describe, expect, it } from "vitest";
 import { TransientStoreError } from "../../src/core/errors.js";
 import { type PgClient, type PgPool, PostgresStore } from "../../src/store/postgres/index.js";
 import { CLAIM_SAVEPOINT } from "../../src/store/postgres/claim.js";
+import { OUTBOX_SAVEPOINT } from "../../src/store/postgres/outbox.js";
+import type { OutboxRecord } from "../../src/core/store-contract/store.js";
+import type { HandedOffRow } from "../../src/core/store-contract/outbox-signal.js";
 import { PostgresSession } from "../../src/store/postgres/session.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { type LogLine, logged, recordingLogger } from "../support/recording-logger.js";
@@ -144,5 +147,61 @@ describe("PostgresDriver (the store's own pool)", () => {
     expect(client.sent.filter((text) => text === "ROLLBACK")).toEqual([]);
     expect(client.released).toEqual([true]);
     expect(client.listenerCount("error")).toBe(0);
+  });
+});
+
+describe("PostgresStore's leased outbox write (rows handed to a relay in memory)", () => {
+  const record = (messageId: string): OutboxRecord => ({
+    messageId, exchange: "x", routingKey: "rk", body: Buffer.from(messageId), properties: "{}", orderingKey: "k", source: null,
+  });
+  /** A client whose outbox INSERTs answer `insert(text)`; everything else succeeds with no row. */
+  function clientAnswering(insert: (text: string) => Promise<unknown>): FakeClient {
+    return new FakeClient((text) => (text.includes("INSERT INTO rabbit_inbox_outbox") ? insert(text) : Promise.resolve({ rows: [], rowCount: 0 })));
+  }
+  const inserted = (id: number, messageId: string) => Promise.resolve({ rows: [{ id: String(id), message_id: messageId, previous: null }], rowCount: 1 });
+  const uniqueViolation = () => Promise.reject(Object.assign(new Error("duplicate key value violates unique constraint"), { code: "23505" }));
+  /** What the client was sent, each outbox INSERT named by its conflict clause. */
+  const sentOf = (client: FakeClient) => client.sent.map((text) => (text.includes("INSERT INTO rabbit_inbox_outbox")
+    ? (text.includes("ON CONFLICT") ? "INSERT ON CONFLICT" : "INSERT") : text));
+
+  async function writeInOneTransaction(client: FakeClient, ...writes: string[][]): Promise<HandedOffRow[]> {
+    const store = storeOver(client);
+    const taken: HandedOffRow[] = [];
+    store.outboxSignal.attach({ leaseMs: 60_000, take: (rows) => { taken.push(...rows); } });
+    await store.transaction(async (tx) => {
+      for (const ids of writes) await tx.writeOutbox!(ids.map(record));
+    });
+    return taken;
+  }
+
+  it("a transaction's first write is a plain INSERT in a savepoint of its own; its later writes take the ON CONFLICT form, with no savepoint", async () => {
+    let id = 0;
+    const client = clientAnswering(() => inserted(++id, `m${id}`));
+    const taken = await writeInOneTransaction(client, ["m1"], ["m2"]);
+    expect(sentOf(client)).toEqual([BEGIN, `SAVEPOINT ${OUTBOX_SAVEPOINT}`, "INSERT", "INSERT ON CONFLICT", "COMMIT"]);
+    expect(taken.map((r) => [r.id, r.record.messageId])).toEqual([[1, "m1"], [2, "m2"]]);
+  });
+
+  it("a message id already there (23505) rolls back to that savepoint only, then the ON CONFLICT form writes the rest; each transaction starts afresh", async () => {
+    let attempts = 0;
+    const client = clientAnswering((text) => (text.includes("ON CONFLICT") ? inserted(7, "m2") : (++attempts, uniqueViolation())));
+    const taken = await writeInOneTransaction(client, ["m1", "m2"]);
+    expect(sentOf(client)).toEqual([BEGIN, `SAVEPOINT ${OUTBOX_SAVEPOINT}`, "INSERT", `ROLLBACK TO SAVEPOINT ${OUTBOX_SAVEPOINT}`, "INSERT ON CONFLICT", "COMMIT"]);
+    expect(taken.map((r) => [r.id, r.record.messageId])).toEqual([[7, "m2"]]);
+    // The store's next transaction is new: its first write tries the fast path again.
+    client.sent.splice(0);
+    await writeInOneTransaction(client, ["m3"]);
+    expect(sentOf(client)).toEqual([BEGIN, `SAVEPOINT ${OUTBOX_SAVEPOINT}`, "INSERT", `ROLLBACK TO SAVEPOINT ${OUTBOX_SAVEPOINT}`, "INSERT ON CONFLICT", "COMMIT"]);
+    expect(attempts).toBe(2);
+  });
+
+  it("any other error of the fast path fails the transaction: no second write, nothing handed over", async () => {
+    const client = clientAnswering(() => Promise.reject(Object.assign(new Error("value too long"), { code: "22001" })));
+    const store = storeOver(client);
+    const taken: HandedOffRow[] = [];
+    store.outboxSignal.attach({ leaseMs: 60_000, take: (rows) => { taken.push(...rows); } });
+    await expect(store.transaction(async (tx) => { await tx.writeOutbox!([record("m1")]); })).rejects.toThrow("value too long");
+    expect(sentOf(client)).toEqual([BEGIN, `SAVEPOINT ${OUTBOX_SAVEPOINT}`, "INSERT", "ROLLBACK"]);
+    expect(taken).toEqual([]);
   });
 });

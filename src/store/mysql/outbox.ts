@@ -85,7 +85,7 @@ export function mysqlOutboxWrites(prefix: string): OutboxWriteStatements {
  */
 export function mysqlLeasedWrite(prefix: string, server: MysqlServerTraits): NonNullable<OutboxWriteStatements["writeLeased"]> {
   const table = `${prefix}rabbit_inbox_outbox`;
-  return (query, records, leaseMs) => new LeasedWrite(table, server, query).write(records, leaseMs);
+  return (session, records, leaseMs) => new LeasedWrite(table, server, session.query).write(records, leaseMs);
 }
 
 /** One record's values, in the order of ROW_TUPLE. */

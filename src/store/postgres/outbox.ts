@@ -1,10 +1,11 @@
 import type { EventKey } from "../../core/event.js";
 import type { OutboxRecord } from "../../core/store-contract/store.js";
 import type { HandedOffRow } from "../../core/store-contract/outbox-signal.js";
-import type { SqlDriver } from "../sql/sql-driver.js";
-import type { SqlQuery } from "../sql/sql-query.js";
+import type { SqlDriver, SqlSession } from "../sql/sql-driver.js";
+import type { SqlQuery, SqlRow, SqlStatement } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";
 import type { ArrayParameters } from "./array-parameters.js";
+import { offersSavepoints } from "./claim.js";
 import { statementTag } from "./prepared-statements.js";
 
 /**
@@ -12,6 +13,9 @@ import { statementTag } from "./prepared-statements.js";
  * wakes for its own outbox.
  */
 export const POSTGRES_OUTBOX_CHANNEL = "rabbit_inbox_outbox";
+
+/** The savepoint a transaction's first leased write runs in, so that a message id already there undoes only that write. */
+export const OUTBOX_SAVEPOINT = "rabbit_inbox_outbox_write";
 
 /**
  * The outbox statements that run beside the inbox's: the write, inside the handler's
@@ -23,6 +27,8 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
   private readonly sql: ReturnType<typeof writeStatements>;
   /** The configured schema, or null to use the session's current_schema(). */
   private readonly schema: string | null;
+  /** Sessions whose transaction opened the leased write's savepoint once already (see writeLeased). */
+  private readonly savepointed = new WeakSet<object>();
 
   /** `arrays`: how the array parameters travel (binary on the store's own pg clients). */
   constructor(prefix: string, schema: string | undefined, private readonly arrays: ArrayParameters) {
@@ -44,13 +50,20 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
    * Inserts the records leased for `leaseMs` and returns them with their ids and, per ordering
    * key, the newest row of that key that was unsent before this statement. No NOTIFY: a relay
    * of this process takes them after the commit, and no other relay could claim them yet.
+   *
+   * The fast path, where the session offers savepoints: a plain INSERT in a savepoint of its
+   * own, which inserts every row or fails on the first message id that exists (23505). It costs
+   * PostgreSQL less per row than `ON CONFLICT DO NOTHING` (whose speculative insertion adds an
+   * index probe and a WAL record per row), and a message id is already there only when a
+   * handler reused one or a replayed event writes again. Then the savepoint is rolled back (the
+   * rest of the transaction stands) and the `ON CONFLICT` form runs, with the outcome it would
+   * have had first. Only a transaction's first leased write opens the savepoint: its later
+   * ones, and a data layer's session (no savepoint round trip), take the `ON CONFLICT` form.
    */
-  async writeLeased(query: SqlQuery, records: readonly OutboxRecord[], leaseMs: number): Promise<HandedOffRow[]> {
+  async writeLeased(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number): Promise<HandedOffRow[]> {
     if (records.length === 0) return [];
-    const { rows } = await query({
-      name: this.sql.writeLeasedName, text: this.sql.writeLeased,
-      values: [...columnsOf(records, this.arrays), Math.max(0, Math.round(leaseMs))],
-    });
+    const values = [...columnsOf(records, this.arrays), Math.max(0, Math.round(leaseMs))];
+    const rows = await this.insertLeased(session, values);
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
     // One twice in the write inserted its first record (the later one conflicted with it).
     const byMessageId = new Map<string, OutboxRecord>();
@@ -59,6 +72,20 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
       id: Number(row.id), record: byMessageId.get(String(row.message_id))!,
       previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
     }));
+  }
+
+  private async insertLeased(session: SqlSession<unknown>, values: unknown[]): Promise<SqlRow[]> {
+    const conflictFree: SqlStatement = { name: this.sql.writeLeasedNewName, text: this.sql.writeLeasedNew, values };
+    if (offersSavepoints(session) && !this.savepointed.has(session)) {
+      this.savepointed.add(session);
+      try {
+        return (await session.queryInSavepoint(OUTBOX_SAVEPOINT, conflictFree)).rows;
+      } catch (error) {
+        if ((error as { code?: unknown } | null)?.code !== "23505") throw error;
+        await session.query({ text: `ROLLBACK TO SAVEPOINT ${OUTBOX_SAVEPOINT}`, values: [] });
+      }
+    }
+    return (await session.query({ name: this.sql.writeLeasedName, text: this.sql.writeLeased, values })).rows;
   }
 
   /** Makes the unsent rows of these events due now, in one autocommit statement; returns how many. */
@@ -98,22 +125,9 @@ function writeStatements(prefix: string, tag: string) {
       note AS (${notify("$10")} FROM (SELECT 1 FROM ins LIMIT 1) one)
       SELECT (SELECT count(*) FROM ins)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
     writeLeasedName: `ri_outbox_write_leased${tag}`,
-    // Every part of one statement reads the same snapshot: \`previous\` never sees the rows this
-    // statement inserts, only those unsent before it (through the ordering index, newest first).
-    writeLeased: `WITH r AS (
-        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[], $7::text[], $8::text[], $9::text[])
-          WITH ORDINALITY AS r(m, e, k, b, p, o, st, sh, se, ord)),
-      previous AS (
-        SELECT keys.o, (SELECT max(x.id) FROM ${t} x WHERE x.ordering_key = keys.o AND x.sent_at IS NULL) AS id
-        FROM (SELECT DISTINCT o FROM r WHERE o IS NOT NULL) keys),
-      ins AS (
-        INSERT INTO ${t} (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id, available_at)
-        SELECT m, e, k, b, p, o, st, sh, se, statement_timestamp() + $10 * interval '1 millisecond' FROM r
-        ORDER BY ord
-        ON CONFLICT (message_id) DO NOTHING
-        RETURNING id, message_id, ordering_key)
-      SELECT ins.id, ins.message_id, previous.id AS previous FROM ins LEFT JOIN previous ON previous.o = ins.ordering_key
-      ORDER BY ins.id`,
+    writeLeased: leasedInsert(t, "ON CONFLICT (message_id) DO NOTHING"),
+    writeLeasedNewName: `ri_outbox_write_leased_new${tag}`,
+    writeLeasedNew: leasedInsert(t, ""),
     resendName: `ri_outbox_resend${tag}`,
     // Rows a relay is publishing right now are locked: skipped, they are on their way. Rows
     // leased to the relay of the process that wrote them become due too: that process may have
@@ -131,4 +145,26 @@ function writeStatements(prefix: string, tag: string) {
       note AS (${notify("$4")} FROM (SELECT 1 FROM due LIMIT 1) one)
       SELECT (SELECT count(*) FROM due)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
   };
+}
+
+/**
+ * The leased write: every part of one statement reads the same snapshot, so `previous` never
+ * sees the rows this statement inserts, only those unsent before it (through the ordering
+ * index, newest first). `onConflict`: what a message id already there does (nothing: it fails).
+ */
+function leasedInsert(t: string, onConflict: string): string {
+  return `WITH r AS (
+        SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[], $7::text[], $8::text[], $9::text[])
+          WITH ORDINALITY AS r(m, e, k, b, p, o, st, sh, se, ord)),
+      previous AS (
+        SELECT keys.o, (SELECT max(x.id) FROM ${t} x WHERE x.ordering_key = keys.o AND x.sent_at IS NULL) AS id
+        FROM (SELECT DISTINCT o FROM r WHERE o IS NOT NULL) keys),
+      ins AS (
+        INSERT INTO ${t} (message_id, exchange, routing_key, body, properties, ordering_key, source_tenant, source_handler, source_event_id, available_at)
+        SELECT m, e, k, b, p, o, st, sh, se, statement_timestamp() + $10 * interval '1 millisecond' FROM r
+        ORDER BY ord
+        ${onConflict}
+        RETURNING id, message_id, ordering_key)
+      SELECT ins.id, ins.message_id, previous.id AS previous FROM ins LEFT JOIN previous ON previous.o = ins.ordering_key
+      ORDER BY ins.id`;
 }

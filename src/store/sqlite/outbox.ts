@@ -41,7 +41,7 @@ export const sqliteOutboxWrites: OutboxWriteStatements = {
    * insert, so the rows of this write are never among them; a message id already there
    * inserts nothing and is left out.
    */
-  async writeLeased(query, records, leaseMs) {
+  async writeLeased({ query }, records, leaseMs) {
     const now = Date.now();
     const until = now + Math.max(0, Math.round(leaseMs));
     const previous = new Map<string, number | null>();
