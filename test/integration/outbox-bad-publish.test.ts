@@ -12,7 +12,7 @@ import { InboxConsumer } from "../../src/index.js";
 import type { OutboxPublishOptions } from "../../src/core/publish-options.js";
 import { silentLogger } from "../../src/core/logger.js";
 import { amqpUrl, deleteConsumerQueues, drainQueue, messagesReady, publishAll, waitFor } from "../support/broker.js";
-import { eventually, publishingDatabase } from "../support/outbox.js";
+import { publishingDatabase } from "../support/outbox.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 
 type Event = { tenant: string; event_id: string; bad?: "key" | "header" | "body" };
@@ -78,7 +78,7 @@ describe.each(TEST_DATABASES)("a bad ctx.publish among good events, on %s", (kin
     // No row the broker would refuse was left for the relay: one row per good event, and the
     // relay marks each sent. The mark commits after the broker's confirm, so the tap can see the
     // copy before the row reads as sent.
-    await eventually(async () => ((await db.rows()).every((r) => r.sent) ? true : undefined), "every row marked sent", 10_000);
+    await waitFor(async () => (await db.rows()).every((r) => r.sent), 10_000, "every row marked sent");
     expect((await db.rows()).length).toBe(good.length + 1);
   });
 });
