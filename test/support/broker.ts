@@ -2,6 +2,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import amqp from "amqplib";
 import { retryQueueName } from "../../src/amqp/topology.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 
 const run = promisify(execFile);
 
@@ -75,11 +76,7 @@ export async function closeConnectionsNamed(name: string): Promise<number> {
   return closed;
 }
 
+/** Polls `predicate` every 50 ms until it holds; fails after `timeoutMs`, naming `what`. */
 export async function waitFor(predicate: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await predicate()) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+  await waitUntil(async () => ((await predicate()) ? true : undefined), what, { timeoutMs, intervalMs: 50 });
 }

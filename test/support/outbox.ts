@@ -10,6 +10,7 @@ import { silentLogger } from "../../src/core/logger.js";
 import { type MysqlConnection, MysqlStore } from "../../src/store/mysql/index.js";
 import { type PgClient, PostgresStore } from "../../src/store/postgres/index.js";
 import { SqliteStore } from "../../src/store/sqlite/index.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 import { amqpUrl } from "./broker.js";
 import { createMysqlDatabase, createPgSchema, createSqliteFile } from "./databases.js";
 import type { TestDatabaseKind } from "./test-databases.js";
@@ -319,15 +320,9 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Polls `check` until it returns something other than undefined. */
-export async function eventually<T>(check: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
+/** Polls `check` until it returns something other than undefined; fails after `timeoutMs`, naming `what`. */
+export function eventually<T>(check: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  return waitUntil(check, what, { timeoutMs });
 }
 
 /**
