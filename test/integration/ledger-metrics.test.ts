@@ -6,6 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { amqpUrlFromEnv } from "../../examples/ledger/driver/ledger-environment.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 import { accountOpened, balanceAdjusted } from "../../examples/ledger/driver/ledger-messages.js";
 import { useLedgerTest } from "../support/ledger-harness.js";
 import { ExchangeTap } from "../support/outbox.js";
@@ -17,13 +18,9 @@ async function get(url: string): Promise<{ status: number; body: string; content
   return { status: response.status, body: await response.text(), contentType: response.headers.get("content-type") };
 }
 
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Polls `check` every 100 ms; fails after `timeoutMs` (default 30 s), naming `what`. */
+const until = (check: () => Promise<boolean>, what: string, timeoutMs = 30_000) =>
+  waitUntil(async () => ((await check()) ? true : undefined), what, { timeoutMs, intervalMs: 100 });
 
 describe("ledger metrics and probes", () => {
   const ctx = useLedgerTest("sqlite");

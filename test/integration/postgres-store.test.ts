@@ -10,6 +10,7 @@ import { createPgSchema, openPostgresStore } from "../support/databases.js";
 import { incomingMessage } from "../support/messages.js";
 import { type SentQuery, recordingPgPool } from "../support/recording-pg-pool.js";
 import { decodeBinaryArray } from "../support/binary-array.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 
 /** What the store sends to open a transaction: BEGIN and the batch claim's savepoint, no value in it. */
 const BEGIN = "BEGIN; SAVEPOINT rabbit_inbox_claim";
@@ -166,10 +167,6 @@ describe("PostgresStore batch claim: plain INSERT in a savepoint, ON CONFLICT af
   });
 });
 
-async function waitFor(condition: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("condition not met in time");
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+/** Polls `condition` every 20 ms; fails after `timeoutMs`. */
+const waitFor = (condition: () => Promise<boolean>, timeoutMs = 10_000) =>
+  waitUntil(async () => ((await condition()) ? true : undefined), "a condition of this test", { timeoutMs, intervalMs: 20 });

@@ -13,6 +13,7 @@ import { afterEach, beforeEach } from "vitest";
 import { FakeBroker, type Frame, currentFakeBroker } from "./fake-amqp.js";
 import { type MemoryHandle, MemoryStore } from "./memory-store.js";
 import { type LogLine, recordingLogger } from "./recording-logger.js";
+import { waitUntil } from "../../examples/ledger/driver/wait-until.js";
 
 export type TestEvent = { tenant: string; event_id: string; amount?: number };
 
@@ -73,11 +74,7 @@ export function fakeConsumer(broker: FakeBroker, options: Partial<InboxConsumerO
 
 /** Resolves when `condition` holds, checking every few ms; fails with `what` after `timeoutMs`. */
 export async function until(condition: () => boolean, what: string, timeoutMs = 3000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
+  await waitUntil(() => (condition() ? true : undefined), what, { timeoutMs, intervalMs: 2 });
 }
 
 /** Lets every pending immediate and timer of a few ms run. */
