@@ -19,6 +19,8 @@
  *                the library's generality: the ceiling of the ledger's design; the same downstream
  *   ledger-by-hand-batch-row  the same with one outbox row per batch instead of one per message
  *                (a design the library does not have), PostgreSQL only, with --only
+ *   ledger-by-hand-packed  the row per batch with what the library would need beside it to keep
+ *                its guarantees (ids from the outbox's sequence, ordering keys, probes, a lease)
  *   observed     batched with Prometheus metrics and OpenTelemetry tracing on (only with --only);
  *                with it, batched and observed both consume events carrying a producer's
  *                traceparent (BENCH_TRACE_RATIO of them sampled, default 1), and BENCH_OBSERVE

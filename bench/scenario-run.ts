@@ -19,10 +19,10 @@ import { RAW_SIMPLE, type RawSettings, describeRaw, runRawConsumer } from "./sce
 /** Prefetch of the per-message consumers (naive, naive-pipeline, handwritten, strict). */
 export const PREFETCH = 200;
 
-export const SCENARIOS = ["raw", "raw-simple", "pipeline", "naive", "naive-pipeline", "handwritten", "strict", "batched", "ledger", "ledger-by-hand", "ledger-by-hand-batch-row", "observed"] as const;
+export const SCENARIOS = ["raw", "raw-simple", "pipeline", "naive", "naive-pipeline", "handwritten", "strict", "batched", "ledger", "ledger-by-hand", "ledger-by-hand-batch-row", "ledger-by-hand-packed", "observed"] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 /** What runs without --only: the extras are asked for by name. */
-export const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple" && s !== "ledger-by-hand" && s !== "ledger-by-hand-batch-row");
+export const DEFAULT_SCENARIOS: readonly Scenario[] = SCENARIOS.filter((s) => s !== "observed" && s !== "raw-simple" && s !== "ledger-by-hand" && s !== "ledger-by-hand-batch-row" && s !== "ledger-by-hand-packed");
 /** Scenarios without a database. */
 export const BROKER_ONLY: readonly Scenario[] = ["raw", "raw-simple", "pipeline"];
 
@@ -87,6 +87,8 @@ export async function runScenario(scenario: Scenario, dbName: string, n: number,
       measured = pipeline = await runLedgerByHand(db!, queue, n, stopMeters);
     } else if (scenario === "ledger-by-hand-batch-row") {
       measured = pipeline = await runLedgerByHand(db!, queue, n, stopMeters, "row-per-batch");
+    } else if (scenario === "ledger-by-hand-packed") {
+      measured = pipeline = await runLedgerByHand(db!, queue, n, stopMeters, "packed");
     } else if (scenario === "naive") {
       measured = await runPlainConsumer(queue, n, PREFETCH, async (channel, message) => { await db!.naive(adjustment(message.content)); channel.ack(message); });
     } else if (scenario === "handwritten") {
