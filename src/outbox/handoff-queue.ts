@@ -7,6 +7,8 @@ const MAX_KEYS = 100_000;
 
 export interface HandoffQueueOptions {
   leaseMs: number;
+  /** The relay keeps no sent rows: the store may pack each transaction's rows (`OutboxHandoff.packs`). */
+  packs?: boolean;
   /** Rows waiting in memory at most; beyond it, the rest go back to the claims at the next claim. */
   maxRows: number;
   /** A handoff arrived: the relay should build a claim. */
@@ -34,6 +36,7 @@ interface Handoff {
  */
 export class HandoffQueue implements OutboxHandoff {
   readonly leaseMs: number;
+  readonly packs: boolean;
   private readonly queued: Handoff[] = [];
   private queuedRows = 0;
   private readonly chain = new Map<string, number>();
@@ -51,13 +54,14 @@ export class HandoffQueue implements OutboxHandoff {
 
   constructor(private readonly options: HandoffQueueOptions) {
     this.leaseMs = options.leaseMs;
+    this.packs = options.packs ?? false;
   }
 
   take(rows: readonly HandedOffRow[], leasedAt: number): void {
     if (rows.length === 0) return;
     if (!this.accepting) {
       // Written while the relay was still attached, committed after it let go: to the claims.
-      this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) }).catch(() => undefined);
+      this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id), ...packedOf(rows) }).catch(() => undefined);
       return;
     }
     this.queued.push({ rows, expiresAt: leasedAt + this.leaseMs });
@@ -126,7 +130,7 @@ export class HandoffQueue implements OutboxHandoff {
     this.chain.clear();
     this.unsettled.add(rows);
     try {
-      if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id) });
+      if (rows.length > 0) await this.options.settle({ sent: [], failed: [], due: rows.map((r) => r.id), ...packedOf(rows) });
     } finally {
       this.forget(rows);
     }
@@ -180,7 +184,7 @@ export class HandoffQueue implements OutboxHandoff {
         // A key with a row that did not go out: its next rows wait for the claims.
         for (const row of rows) if (row.orderingKey !== null && !sent.has(row.id)) this.chain.delete(row.orderingKey);
         try {
-          await this.options.settle({ ...settlement, due });
+          await this.options.settle({ ...settlement, due, ...packedOf(taken) });
         } finally {
           // Held until marked: a duplicate meanwhile would make rows due that are being marked.
           this.forget(taken);
@@ -188,6 +192,16 @@ export class HandoffQueue implements OutboxHandoff {
       },
     };
   }
+}
+
+/**
+ * The packed rows that hold `rows`, as a settlement's `packed`: handoffs leave the queue whole,
+ * so every message of each of them is among the rows settled with it.
+ */
+function packedOf(rows: readonly HandedOffRow[]): { packed?: number[] } {
+  let packed: Set<number> | undefined;
+  for (const row of rows) if (row.packedIn !== undefined) (packed ??= new Set()).add(row.packedIn);
+  return packed ? { packed: [...packed] } : {};
 }
 
 /** Ids never hold U+0000 (the databases refuse it), so it separates them unambiguously. */

@@ -98,7 +98,7 @@ export class OutboxRelay {
     this.stopRequested = new Promise((resolve) => { this.requestStop = resolve; });
     this.claims = new RelayClaims({
       store, relayName: this.name, batchSize: this.batchSize, leaseMs: this.leaseMs, pollIntervalMs: this.pollIntervalMs,
-      handoff: options.handoff ?? true, hook: options.hook, logger: this.logger, wake: () => this.work.wake(),
+      handoff: options.handoff ?? true, packs: options.sentRetentionMs === 0, hook: options.hook, logger: this.logger, wake: () => this.work.wake(),
     });
     this.pipeline = new ClaimPipeline({
       claim: (holding, database) => this.claims.next(holding, database),

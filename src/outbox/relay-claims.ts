@@ -12,6 +12,8 @@ export interface RelayClaimsOptions {
   pollIntervalMs: number;
   /** False: never take rows from memory, even where the store could hand them over. */
   handoff: boolean;
+  /** The relay deletes the rows it sent: the store may pack the rows it hands over. */
+  packs: boolean;
   hook: RelayHook | undefined;
   logger: Logger;
   /** Something to publish came in: the relay's loop should run. */
@@ -36,7 +38,7 @@ export class RelayClaims {
     const settleHandedOff = store.settleHandedOff?.bind(store);
     this.handoff = settleHandedOff && options.handoff
       ? new HandoffQueue({
-        leaseMs: options.leaseMs, maxRows: 20 * options.batchSize, wake: options.wake,
+        leaseMs: options.leaseMs, packs: options.packs, maxRows: 20 * options.batchSize, wake: options.wake,
         settle: async (settlement) => {
           await settleHandedOff(settlement);
           // Rows given back to the claims: this relay claims them too.

@@ -21,7 +21,7 @@ export class RelayProcess {
   }
 
   static async start(databaseUrl: string, options: {
-    pauseAfterConfirm?: boolean; pauseAt?: RelayFaultPoint; leaseMs?: number; amqpUrl?: string;
+    pauseAfterConfirm?: boolean; pauseAt?: RelayFaultPoint; leaseMs?: number; amqpUrl?: string; sentRetentionMs?: number;
     /** Rows this process commits itself once started (see outbox-relay-process.ts). */
     write?: { exchange: string; transactions: number; rowsPerTransaction: number; keys: number };
   } = {}): Promise<RelayProcess> {
@@ -34,6 +34,7 @@ export class RelayProcess {
       env.RELAY_WRITE = `${w.exchange}:${w.transactions}:${w.rowsPerTransaction}:${w.keys}`;
     }
     if (options.leaseMs) env.RELAY_LEASE_MS = String(options.leaseMs);
+    if (options.sentRetentionMs !== undefined) env.RELAY_SENT_RETENTION_MS = String(options.sentRetentionMs);
     const child = spawn(process.execPath, ["--import", "tsx", "test/support/outbox-relay-process.ts"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     const p = new RelayProcess(child);
     await p.waitForLine(/^relay: started$/, 30_000);

@@ -7,6 +7,8 @@
  *                             and stop all work until killed
  *   RELAY_PAUSE_AFTER_CONFIRM "1": the same as RELAY_PAUSE_AT=after-confirm
  *   RELAY_LEASE_MS            lease on claimed rows (SQLite) and on rows handed over in memory, default 3000
+ *   RELAY_SENT_RETENTION_MS   the relay's sentRetentionMs; 0 deletes sent rows (and packs the
+ *                             rows handed over on PostgreSQL); unset: the relay's default
  *   RELAY_WRITE               `<exchange>:<transactions>:<rows per transaction>:<keys>`: once started,
  *                             commit that many transactions through this process's store, each
  *                             with rows for the keys k0..k<keys-1> in turn (ordering key and body
@@ -26,6 +28,7 @@ async function main(): Promise<void> {
     url: process.env.AMQP_URL ?? amqpUrl,
     store, logger: createJsonLogger({ name: "relay-process" }),
     pollIntervalMs: 100, publishTimeoutMs: 1000, leaseMs: Number(process.env.RELAY_LEASE_MS ?? 3000), cleanupIntervalMs: 0,
+    ...(process.env.RELAY_SENT_RETENTION_MS ? { sentRetentionMs: Number(process.env.RELAY_SENT_RETENTION_MS) } : {}),
     ...(pauseAt ? {
       hook: (point: RelayFaultPoint, rows: ReadonlyArray<{ messageId: string }>) => {
         if (point !== pauseAt) return;

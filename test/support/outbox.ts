@@ -34,6 +34,8 @@ export interface OutboxTableRow {
   sent: boolean;
   attempts: number;
   last_error: string | null;
+  /** Present (true) for a message waiting in a packed row (PostgreSQL), not in a row of its own. */
+  packed?: true;
 }
 
 export interface OutboxTestDatabase {
@@ -49,6 +51,17 @@ export interface OutboxTestDatabase {
 }
 
 const OUTBOX_ROWS_SQL = "SELECT id, message_id, exchange, ordering_key, source_event_id, sent_at IS NOT NULL AS sent, attempts, last_error FROM rabbit_inbox_outbox ORDER BY id";
+/**
+ * On PostgreSQL, the messages a relay publishes from memory may wait in packed rows (one row per
+ * transaction, each column an array): they are pending rows too, marked `packed`.
+ */
+const POSTGRES_OUTBOX_ROWS_SQL = `SELECT id, message_id, exchange, ordering_key, source_event_id, sent_at IS NOT NULL AS sent, attempts, last_error, false AS packed
+    FROM rabbit_inbox_outbox
+  UNION ALL
+  SELECT u.id, u.message_id, u.exchange, u.ordering_key, u.source_event_id, false, 0, NULL, true
+    FROM rabbit_inbox_outbox_packed pk
+    CROSS JOIN LATERAL unnest(pk.ids, pk.message_ids, pk.exchanges, pk.ordering_keys, pk.source_event_ids) AS u(id, message_id, exchange, ordering_key, source_event_id)
+  ORDER BY id`;
 
 /** Plain-SQL access to the outbox table of a DATABASE_URL (postgres://..., mysql://... or an SQLite file). */
 export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "exec"> {
@@ -78,7 +91,7 @@ export function outboxTableAt(url: string): Pick<OutboxTestDatabase, "rows" | "e
       }
     };
     return {
-      rows: async () => (await query(OUTBOX_ROWS_SQL)).map(normalizeRow),
+      rows: async () => (await query(POSTGRES_OUTBOX_ROWS_SQL)).map(normalizeRow),
       exec: async (sql) => { await query(sql); },
     };
   }
@@ -200,6 +213,7 @@ function normalizeRow(r: Record<string, unknown>): OutboxTableRow {
     id: Number(r.id), message_id: text(r.message_id)!, exchange: text(r.exchange)!,
     ordering_key: text(r.ordering_key), source_event_id: text(r.source_event_id),
     sent: Boolean(Number(r.sent)), attempts: Number(r.attempts), last_error: text(r.last_error),
+    ...(r.packed === true ? { packed: true as const } : {}),
   };
 }
 

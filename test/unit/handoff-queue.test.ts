@@ -15,11 +15,11 @@ function row(id: number, orderingKey: string | null, previousUnsent: number | nu
   return { id, record: record(`m${id}`, orderingKey), previousUnsent };
 }
 
-function queue(options: { maxRows?: number; leaseMs?: number } = {}) {
+function queue(options: { maxRows?: number; leaseMs?: number; packs?: boolean } = {}) {
   const settled: HandedOffSettlement[] = [];
   let wakes = 0;
   const q = new HandoffQueue({
-    leaseMs: options.leaseMs ?? 10_000, maxRows: options.maxRows ?? 1000,
+    leaseMs: options.leaseMs ?? 10_000, maxRows: options.maxRows ?? 1000, ...(options.packs === undefined ? {} : { packs: options.packs }),
     wake: () => { wakes++; },
     settle: (s) => { settled.push(s); return Promise.resolve(); },
   });
@@ -181,5 +181,31 @@ describe("HandoffQueue", () => {
     expect(ids(q.claim(10)!.rows)).toEqual([]);
     q.take([row(6, "b", null)], 0);
     expect(ids(q.claim(10)!.rows)).toEqual([6]);
+  });
+
+  it("says whether the store may pack, and settles packed rows whole: claimed, held, overflowed, released or taken after the release", async () => {
+    expect(queue().q.packs).toBe(false);
+    const { q, settled } = queue({ packs: true, maxRows: 1 });
+    expect(q.packs).toBe(true);
+    const packed = (id: number, packedIn: number, key: string | null = null, previousUnsent: number | null = null): HandedOffRow => ({ ...row(id, key, previousUnsent), packedIn });
+    // Rows of their own (a store that cannot pack) name no packed row.
+    q.take([row(1, null)], 0);
+    await q.claim(10)!.settle({ sent: [1], failed: [] });
+    expect(settled.at(-1)).toEqual({ sent: [1], failed: [], due: [] });
+    // Two writes of one transaction (packed rows 7 and 8), a key held behind an older row (3 waits in the database).
+    q.take([packed(10, 7, "a", 3), packed(11, 7), packed(12, 8)], 0);
+    q.take([packed(13, 9)], 0);
+    q.take([packed(14, 10), packed(15, 10)], 0);
+    const claim = q.claim(4)!;
+    expect(ids(claim.rows)).toEqual([11, 12, 13]);
+    // Beyond maxRows the last handoff overflowed: its packed row is settled with this claim, its messages due.
+    await claim.settle({ sent: [11, 13], failed: [{ id: 12, error: "nack", retryDelayMs: 500 }] });
+    expect(settled.at(-1)).toEqual({ sent: [11, 13], failed: [{ id: 12, error: "nack", retryDelayMs: 500 }], due: [14, 15, 10], packed: [7, 8, 9, 10] });
+    q.take([packed(16, 11), packed(17, 11)], 0);
+    await q.release();
+    expect(settled.at(-1)).toEqual({ sent: [], failed: [], due: [16, 17], packed: [11] });
+    q.take([packed(18, 12)], 0);
+    await Promise.resolve();
+    expect(settled.at(-1)).toEqual({ sent: [], failed: [], due: [18], packed: [12] });
   });
 });

@@ -22,7 +22,7 @@ function storeWithDueRows() {
 
 function relayClaims(store: OutboxRelayStore): RelayClaims {
   return new RelayClaims({
-    store, relayName: "r", batchSize: 10, leaseMs: 30_000, pollIntervalMs: 1000, handoff: true, hook: undefined, logger: silentLogger, wake: () => undefined,
+    store, relayName: "r", batchSize: 10, leaseMs: 30_000, pollIntervalMs: 1000, handoff: true, packs: false, hook: undefined, logger: silentLogger, wake: () => undefined,
   });
 }
 

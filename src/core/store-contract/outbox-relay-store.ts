@@ -35,6 +35,12 @@ export interface OutboxSettlement {
 export interface HandedOffSettlement extends OutboxSettlement {
   /** Not published, or published behind a failed row of their key: due now, no attempt counted. */
   due: readonly number[];
+  /**
+   * Packed rows (see `HandedOffRow.packedIn`) settled whole: each is deleted, and those of its
+   * messages not in `sent` become rows of their own, the failed ones with their attempt counted,
+   * the rest due now. The ids above then also name the packed messages.
+   */
+  packed?: readonly number[];
 }
 
 /**

@@ -17,12 +17,25 @@ export interface HandedOffRow {
    * earlier row of the key waits in the database, and this one must follow it there.
    */
   readonly previousUnsent: number | null;
+  /**
+   * The packed row that holds this message, where the store packed the write (see
+   * `OutboxHandoff.packs`); absent for a row of its own. Settling the message settles through
+   * that row.
+   */
+  readonly packedIn?: number;
 }
 
 /** A relay that takes committed rows from memory (see `HandedOffRow`). */
 export interface OutboxHandoff {
   /** How long a handed-off row stays out of every claim, in ms. */
   readonly leaseMs: number;
+  /**
+   * The relay keeps no sent rows: a store may then write a transaction's messages as one packed
+   * row (one row and one index entry for the whole write instead of one per message), which
+   * the settlement deletes once every message is confirmed, and unpacks into rows of their own
+   * for everything else (a failed publish, rows given back, a lease that ran out).
+   */
+  readonly packs?: boolean;
   /**
    * Committed rows, in id order. `leasedAt`: epoch ms taken before the rows were written, so
    * their lease ends no earlier than `leasedAt + leaseMs` on this machine's clock.

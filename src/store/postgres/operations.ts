@@ -51,10 +51,12 @@ export class PostgresInboxOperations implements InboxOperations {
 
   async outboxBacklog(): Promise<OutboxBacklog> {
     const t = `${this.prefix}rabbit_inbox_outbox`;
+    // Messages in packed rows are pending too (being published from memory; never failed yet).
     const { rows: [summary] } = await this.query(
-      `SELECT count(*)::bigint AS pending, count(*) FILTER (WHERE attempts > 0)::bigint AS failing,
+      `SELECT count(*)::bigint + (SELECT coalesce(sum(cardinality(ids)), 0) FROM ${t}_packed)::bigint AS pending,
+         count(*) FILTER (WHERE attempts > 0)::bigint AS failing,
          count(*) FILTER (WHERE attempts > 0 AND strpos(last_error, $1) > 0)::bigint AS unroutable,
-         min(created_at) AS oldest, clock_timestamp() AS now
+         least(min(created_at), (SELECT min(created_at) FROM ${t}_packed)) AS oldest, clock_timestamp() AS now
        FROM ${t} WHERE sent_at IS NULL`, [UNROUTABLE_MARK]);
     const { rows: [worst] } = await this.query(
       `SELECT exchange, routing_key, attempts, last_error FROM ${t}

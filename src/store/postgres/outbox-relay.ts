@@ -10,6 +10,7 @@ import { classifyPostgresError, discardsPostgresSession, isPostgresConnectionLos
 import type { ArrayParameters } from "./array-parameters.js";
 import { POSTGRES_OUTBOX_CHANNEL } from "./outbox.js";
 import { type PgClient, type PgPool, checkOut, nodeOfPgClient } from "./pg-client.js";
+import { packedCount, packedKeyHeads, packedNames, unpackExpired, unpackInto } from "./packed-outbox.js";
 import { statementTag } from "./prepared-statements.js";
 
 /** A pool client that can LISTEN: pg's Client is an EventEmitter with these events too. */
@@ -62,10 +63,26 @@ export class PostgresOutboxRelay<C extends PgClient> {
     return affected;
   }
 
-  /** One autocommit statement: rows held by another relay's claim are skipped (it marks them itself). */
+  /**
+   * One autocommit statement: rows held by another relay's claim are skipped (it marks them
+   * itself). Packed rows are deleted, and their messages not sent unpacked into rows of their own.
+   */
   async settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
     const { sent, failed, due } = settlement;
-    if (sent.length + failed.length + due.length === 0) return;
+    const packed = settlement.packed ?? [];
+    if (sent.length + failed.length + due.length + packed.length === 0) return;
+    if (packed.length > 0) {
+      // Only messages of the packed rows are left out of the per-row parts; a row of its own
+      // that shares the settlement (written without packing) is settled as always.
+      await this.driver.read((query) => query({
+        name: settlement.deleteSent ? this.sql.settlePackedDeletingName : this.sql.settlePackedName,
+        text: settlement.deleteSent ? this.sql.settlePackedDeleting : this.sql.settlePacked,
+        values: [
+          this.arrays.int8(sent), ...failedColumns(this.arrays, failed), this.arrays.int8(due), this.schema, this.arrays.int8(packed),
+        ],
+      }));
+      return;
+    }
     const [name, text] = settlement.deleteSent
       ? [this.sql.settleHandedOffDeletingName, this.sql.settleHandedOffDeleting]
       : [this.sql.settleHandedOffName, this.sql.settleHandedOff];
@@ -112,6 +129,9 @@ export class PostgresOutboxRelay<C extends PgClient> {
     try {
       await client.query("BEGIN");
       open = true;
+      // Packed rows whose lease ran out become rows of their own in this transaction: the claim
+      // below takes them like any other (and a rollback packs them back).
+      await client.query({ name: this.sql.unpackExpiredName, text: this.sql.unpackExpired, values: [UNPACK_AT_ONCE] });
       const unordered = await client.query({ name: this.sql.unorderedName, text: this.sql.unordered, values: [limit] });
       const ordered = await this.claimOrdered(client, limit, holding);
       const rows = claimRows(unordered.rows.map(toRow), ordered, limit);
@@ -149,11 +169,17 @@ export class PostgresOutboxRelay<C extends PgClient> {
     if (heads.length === 0) return [];
     this.keyCursor = nextCursor(heads, this.keyCursor);
     const starts = keyStarts(heads, holding);
+    const keys = this.arrays.text(starts.map((h) => h.orderingKey));
     const unsent = (await client.query({
-      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [this.arrays.text(starts.map((h) => h.orderingKey)), this.arrays.int8(starts.map((h) => h.id)), rowsPerKey(limit, heads.length)],
+      name: this.sql.keyRowsName, text: this.sql.keyRows, values: [keys, this.arrays.int8(starts.map((h) => h.id)), rowsPerKey(limit, heads.length)],
     })).rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) }));
     const locked = await client.query({ name: this.sql.lockRowsName, text: this.sql.lockRows, values: [this.arrays.int8(unsent.map((r) => r.id))] });
-    return sendableRows(locked.rows.map(toRow), unsent);
+    // A key's oldest message still packed (a live process publishes it from memory) stops the
+    // key there: it counts as an unsent row that this claim does not hold.
+    const packedHeads = (await client.query({ name: this.sql.packedKeyHeadsName, text: this.sql.packedKeyHeads, values: [keys] }))
+      .rows.map((r) => ({ id: Number(r.id), orderingKey: String(r.ordering_key) }));
+    const blocking = packedHeads.length === 0 ? unsent : [...unsent, ...packedHeads].sort((a, b) => a.id - b.id);
+    return sendableRows(locked.rows.map(toRow), blocking);
   }
 
   async listen(onWake: () => void, onLost: (error: Error) => void): Promise<OutboxSubscription> {
@@ -243,6 +269,48 @@ function settleHandedOffStatement(t: string, sentRow: string): string {
 
 const MARK_SENT = "SET sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL";
 
+/** Packed rows a claim unpacks at most when their lease ran out: the rest wait for the next claim. */
+const UNPACK_AT_ONCE = 20;
+
+/**
+ * The settlement of packed rows ($7) published from memory: each is deleted, skipping those a
+ * claim or a resend is unpacking (they publish them), and its messages not confirmed ($1) become
+ * rows of their own: failed ones ($2-$4) with the attempt counted and their retry delay, the
+ * others due now, waking the relays of other processes. The per-row parts of the usual
+ * settlement then run on the ids that are not messages of those packed rows, so that a row of
+ * its own among them is settled as always.
+ */
+function settlePackedStatement(prefix: string, sentRow: string): string {
+  const { table, outbox: t } = packedNames(prefix);
+  const own = (param: string) => `ARRAY(SELECT unnest(${param}) EXCEPT SELECT id FROM msgs)`;
+  return `WITH gone AS (
+        DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id = ANY($7::bigint[]) FOR UPDATE SKIP LOCKED)
+        RETURNING *),
+      ${unpackInto(prefix, {
+        join: "LEFT JOIN unnest($2::bigint[], $3::text[], $4::bigint[]) AS f(id, error, delay_ms) ON f.id = msgs.id",
+        columns: "CASE WHEN f.id IS NULL THEN now() ELSE clock_timestamp() + f.delay_ms * interval '1 millisecond' END, CASE WHEN f.id IS NULL THEN 0 ELSE 1 END, f.error",
+        where: "msgs.id <> ALL($1::bigint[])",
+      })},
+      sent AS (
+        ${sentRow}
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(${own("$1::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      failed AS (
+        UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
+            available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
+        FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS f(id, error, delay_ms)
+        WHERE o.id = f.id AND o.id IN (SELECT id FROM ${t} WHERE id = ANY(${own("$2::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      due AS (
+        UPDATE ${t} SET available_at = now()
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(${own("$5::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1),
+      note AS (SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce($6::text, current_schema(), ''))
+        FROM (SELECT 1 FROM due UNION ALL SELECT 1 FROM unpacked LIMIT 1) one)
+      SELECT (SELECT count(*) FROM unpacked)::int AS unpacked, (SELECT count(*) FROM sent)::int AS sent,
+        (SELECT count(*) FROM failed)::int AS failed, (SELECT count(*) FROM due)::int AS due, (SELECT count(*) FROM note)::int AS notified`;
+}
+
 function relayStatements(prefix: string, tag: string) {
   const t = `${prefix}rabbit_inbox_outbox`;
   return {
@@ -294,9 +362,18 @@ function relayStatements(prefix: string, tag: string) {
     settleHandedOff: settleHandedOffStatement(t, `UPDATE ${t} ${MARK_SENT}`),
     settleHandedOffDeletingName: `ri_outbox_settle_handed_off_deleting${tag}`,
     settleHandedOffDeleting: settleHandedOffStatement(t, `DELETE FROM ${t}`),
+    settlePackedName: `ri_outbox_settle_packed${tag}`,
+    settlePacked: settlePackedStatement(prefix, `UPDATE ${t} ${MARK_SENT}`),
+    settlePackedDeletingName: `ri_outbox_settle_packed_deleting${tag}`,
+    settlePackedDeleting: settlePackedStatement(prefix, `DELETE FROM ${t}`),
+    unpackExpiredName: `ri_outbox_unpack_expired${tag}`,
+    unpackExpired: unpackExpired(prefix),
+    packedKeyHeadsName: `ri_outbox_packed_key_heads${tag}`,
+    packedKeyHeads: packedKeyHeads(prefix),
     countPendingName: `ri_outbox_count_pending${tag}`,
-    // Through the partial index of unsent rows, stopping after $1 of them.
-    countPending: `SELECT count(*)::int AS n FROM (SELECT 1 FROM ${t} WHERE sent_at IS NULL LIMIT $1) AS pending`,
+    // Through the partial index of unsent rows, stopping after $1 of them; with the messages
+    // waiting in packed rows (few rows: those of the transactions being published).
+    countPending: `SELECT (SELECT count(*) FROM (SELECT 1 FROM ${t} WHERE sent_at IS NULL LIMIT $1) AS pending)::int + ${packedCount(prefix)}::int AS n`,
     cleanupName: `ri_outbox_cleanup${tag}`,
     cleanup: `DELETE FROM ${t} WHERE id IN (
         SELECT id FROM ${t} WHERE sent_at IS NOT NULL AND sent_at < $1 ORDER BY sent_at LIMIT $2 FOR UPDATE SKIP LOCKED)`,

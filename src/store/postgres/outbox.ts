@@ -6,6 +6,7 @@ import type { SqlQuery, SqlRow, SqlStatement } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";
 import type { ArrayParameters } from "./array-parameters.js";
 import { offersSavepoints } from "./claim.js";
+import { DUE_NOW, packedNames, packedWrite, unpackInto } from "./packed-outbox.js";
 import { statementTag } from "./prepared-statements.js";
 
 /**
@@ -59,11 +60,16 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
    * rest of the transaction stands) and the `ON CONFLICT` form runs, with the outcome it would
    * have had first. Only a transaction's first leased write opens the savepoint: its later
    * ones, and a data layer's session (no savepoint round trip), take the `ON CONFLICT` form.
+   *
+   * With `pack`, the records go into one packed row instead (packed-outbox.ts), whatever the
+   * session: no unique index is involved, so no savepoint either.
    */
-  async writeLeased(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number): Promise<HandedOffRow[]> {
+  async writeLeased(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number, pack = false): Promise<HandedOffRow[]> {
     if (records.length === 0) return [];
     const values = [...columnsOf(records, this.arrays), Math.max(0, Math.round(leaseMs))];
-    const rows = await this.insertLeased(session, values);
+    const rows = pack
+      ? (await session.query({ name: this.sql.writePackedName, text: this.sql.writePacked, values })).rows
+      : await this.insertLeased(session, values);
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
     // One twice in the write inserted its first record (the later one conflicted with it).
     const byMessageId = new Map<string, OutboxRecord>();
@@ -71,6 +77,7 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     return rows.map((row) => ({
       id: Number(row.id), record: byMessageId.get(String(row.message_id))!,
       previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
+      ...(row.packed_id === null || row.packed_id === undefined ? {} : { packedIn: Number(row.packed_id) }),
     }));
   }
 
@@ -111,6 +118,7 @@ function columnsOf(records: readonly OutboxRecord[], arrays: ArrayParameters): u
 
 function writeStatements(prefix: string, tag: string) {
   const t = `${prefix}rabbit_inbox_outbox`;
+  const packed = packedNames(prefix).table;
   const notify = (schemaParam: string) => `SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce(${schemaParam}::text, current_schema(), ''))`;
   return {
     writeName: `ri_outbox_write${tag}`,
@@ -128,12 +136,16 @@ function writeStatements(prefix: string, tag: string) {
     writeLeased: leasedInsert(t, "ON CONFLICT (message_id) DO NOTHING"),
     writeLeasedNewName: `ri_outbox_write_leased_new${tag}`,
     writeLeasedNew: leasedInsert(t, ""),
+    writePackedName: `ri_outbox_write_packed${tag}`,
+    writePacked: packedWrite(prefix),
     resendName: `ri_outbox_resend${tag}`,
     // Rows a relay is publishing right now are locked: skipped, they are on their way. Rows
     // leased to the relay of the process that wrote them become due too: that process may have
     // died with them (a redelivered event is how a restarted consumer finds out); if it lives,
     // a claim and its memory may both publish a row, under the same message id. (A duplicate
-    // handled in the process that holds them leaves them alone: SqlStore.resendOutbox.)
+    // handled in the process that holds them leaves them alone: SqlStore.resendOutbox.) A
+    // packed row holding one of the events' messages is unpacked whole, due now: the other
+    // messages of its transaction go with it, under their own message ids.
     resend: `WITH due AS (
         UPDATE ${t} SET available_at = now()
         WHERE id IN (
@@ -142,8 +154,18 @@ function writeStatements(prefix: string, tag: string) {
           WHERE o.source_handler = $1 AND o.sent_at IS NULL
           FOR UPDATE OF o SKIP LOCKED)
         RETURNING 1),
-      note AS (${notify("$4")} FROM (SELECT 1 FROM due LIMIT 1) one)
-      SELECT (SELECT count(*) FROM due)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
+      gone AS (
+        DELETE FROM ${packed} WHERE id IN (
+          SELECT pk.id FROM ${packed} pk
+          WHERE EXISTS (
+            SELECT 1 FROM unnest(pk.source_handlers, pk.source_tenants, pk.source_event_ids) AS s(h, tenant, event_id)
+            JOIN unnest($2::text[], $3::text[]) AS k(tenant, event_id) ON s.tenant = k.tenant AND s.event_id = k.event_id
+            WHERE s.h = $1)
+          FOR UPDATE OF pk SKIP LOCKED)
+        RETURNING *),
+      ${unpackInto(prefix, DUE_NOW)},
+      note AS (${notify("$4")} FROM (SELECT 1 FROM due UNION ALL SELECT 1 FROM unpacked LIMIT 1) one)
+      SELECT (SELECT count(*) FROM due)::int + (SELECT count(*) FROM unpacked)::int AS n, (SELECT count(*) FROM note)::int AS notified`,
   };
 }
 

@@ -28,9 +28,11 @@ export interface OutboxWriteStatements {
    * Writes the rows leased for `leaseMs` (not due before the lease ends: no claim takes them)
    * and returns them with their ids, for a relay of this process to publish from memory after
    * the commit. Optional: a dialect without it always writes due rows that relays claim. It
-   * receives the whole session, so a dialect can use what its own sessions offer more.
+   * receives the whole session, so a dialect can use what its own sessions offer more. With
+   * `pack` (the relay keeps no sent rows), a dialect may write the records as one packed row
+   * (see `HandedOffRow.packedIn`); one that cannot ignores it.
    */
-  writeLeased?(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number): Promise<HandedOffRow[]>;
+  writeLeased?(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number, pack?: boolean): Promise<HandedOffRow[]>;
   /** Makes the unsent rows of these events due now; returns how many. Runs in its own transaction. */
   resend(driver: SqlDriver<unknown>, handler: string, keys: readonly EventKey[]): Promise<number>;
 }
@@ -122,7 +124,7 @@ export class SqlStore<Handle> implements Store<Handle> {
         outbox.inbox = true;
         if (outbox.handoff && outboxSql.writeLeased) {
           if (outbox.handedOff.length === 0) outbox.leasedAt = Date.now();
-          outbox.handedOff.push(...(await outboxSql.writeLeased(session, records, outbox.handoff.leaseMs)));
+          outbox.handedOff.push(...(await outboxSql.writeLeased(session, records, outbox.handoff.leaseMs, outbox.handoff.packs === true)));
         } else if ((await outboxSql.write(session.query, records)) > 0) {
           outbox.written = true;
         }
