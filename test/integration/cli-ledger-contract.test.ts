@@ -12,7 +12,7 @@ import { cliBalances, cliQuarantine } from "../../examples/ledger/driver/ledger-
 import { readLedgerTables } from "../../examples/ledger/driver/ledger-tables.js";
 import { publishAll } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
-import { LedgerService, ledgerTopology, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
+import { LedgerService, ledgerTopology, runRabbitInbox, CLI_TEST_TIMEOUT_MS } from "../support/rabbit-inbox-cli.js";
 import { TEST_DATABASES, type TestDatabaseKind } from "../support/test-databases.js";
 
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -68,5 +68,5 @@ describe.each(TEST_DATABASES)("ledger contract on %s: cleanup --older-than 0s --
     const tables = await readLedgerTables(databaseUrl);
     expect(tables.inbox.map((r) => r.event_id)).toEqual(["e-2"]);
     expect(await ledger.stop()).toBe(0);
-  });
+  }, CLI_TEST_TIMEOUT_MS);
 });

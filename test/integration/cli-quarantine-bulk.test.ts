@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { PermanentEventError } from "../../src/core/errors.js";
 import { deleteQueues, drainQueue, withChannel } from "../support/broker.js";
-import { rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
+import { rabbitInboxJson, runRabbitInbox, CLI_TEST_TIMEOUT_MS } from "../support/rabbit-inbox-cli.js";
 import { HANDLER, delivery, event, retentionFixture } from "../support/retention-fixture.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 import { BULK_KEYS, GROUP_KEYS, keysOf } from "../support/quarantine-json-keys.js";
@@ -111,5 +111,5 @@ describe.each(TEST_DATABASES)("rabbit-inbox quarantine bulk forms on %s", (kind)
     await usage(["quarantine", "replay", "--all", "--reason", "x", "--again"], /--again replays one entry \(give its id\): a bulk replay selects held entries only/);
     await usage(["quarantine", "replay", "1", "--again"], /--again overrides a safety check: give the --reason/);
     expect((await f.ops.listQuarantineEntries()).map((e) => e.reason)).toEqual(["conflict"]);
-  });
+  }, CLI_TEST_TIMEOUT_MS);
 });

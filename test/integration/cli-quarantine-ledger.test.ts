@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { readLedgerTables } from "../../examples/ledger/driver/ledger-tables.js";
 import { publishAll } from "../support/broker.js";
 import { createEmptyDatabase } from "../support/databases.js";
-import { LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox } from "../support/rabbit-inbox-cli.js";
+import { LedgerService, ledgerTopology, rabbitInboxJson, runRabbitInbox, CLI_TEST_TIMEOUT_MS } from "../support/rabbit-inbox-cli.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 import { AUDIT_KEYS, keysOf } from "../support/quarantine-json-keys.js";
 
@@ -94,5 +94,5 @@ describe.each(TEST_DATABASES)("quarantine replay and discard with the ledger on 
     expect(await rabbitInboxJson<Entry[]>(["quarantine", "list"], env)).toEqual([]);
     expect(await ledger.stop()).toBe(0);
     expect(ledger.logs.filter((l) => l.level === "error" && l.msg !== "payload conflict: same event id, different payload; quarantined, not applied")).toEqual([]);
-  });
+  }, CLI_TEST_TIMEOUT_MS);
 });

@@ -9,6 +9,12 @@ import { amqpUrl, deleteQueues, withChannel } from "./broker.js";
 /** The repository root: the command and the ledger run from here, as an operator would. */
 export const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
+/**
+ * The timeout of a test that runs `rabbit-inbox` many times: each run is a process of its own
+ * (about a second through tsx), and a loaded machine takes several times that.
+ */
+export const CLI_TEST_TIMEOUT_MS = 180_000;
+
 export interface CliRun {
   code: number | null;
   stdout: string;
