@@ -153,7 +153,7 @@ CREATE INDEX IF NOT EXISTS rabbit_inbox_outbox_unordered_due ON {schema}rabbit_i
     name: "packed outbox rows",
     // A transaction's messages handed to a relay that keeps no sent rows, as one row: each
     // column of the outbox as an array, the ids drawn from the outbox's sequence. Rows live for
-    // the time of a publish; the bodies are stored uncompressed (compressing a row that is
+    // the time of a publish; the arrays are stored uncompressed (compressing a row that is
     // deleted a few milliseconds later costs more than it saves).
     sql: `
 CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_outbox_packed (
@@ -171,7 +171,11 @@ CREATE TABLE IF NOT EXISTS {schema}rabbit_inbox_outbox_packed (
   source_handlers  text[]        NOT NULL,
   source_event_ids text[]        NOT NULL
 );
-ALTER TABLE {schema}rabbit_inbox_outbox_packed ALTER COLUMN bodies SET STORAGE EXTERNAL;
+ALTER TABLE {schema}rabbit_inbox_outbox_packed
+  ALTER COLUMN ids SET STORAGE EXTERNAL, ALTER COLUMN message_ids SET STORAGE EXTERNAL, ALTER COLUMN exchanges SET STORAGE EXTERNAL,
+  ALTER COLUMN routing_keys SET STORAGE EXTERNAL, ALTER COLUMN bodies SET STORAGE EXTERNAL, ALTER COLUMN properties SET STORAGE EXTERNAL,
+  ALTER COLUMN ordering_keys SET STORAGE EXTERNAL, ALTER COLUMN source_tenants SET STORAGE EXTERNAL,
+  ALTER COLUMN source_handlers SET STORAGE EXTERNAL, ALTER COLUMN source_event_ids SET STORAGE EXTERNAL;
 `,
   },
 ];

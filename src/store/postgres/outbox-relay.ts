@@ -71,6 +71,15 @@ export class PostgresOutboxRelay<C extends PgClient> {
     const { sent, failed, due } = settlement;
     const packed = settlement.packed ?? [];
     if (sent.length + failed.length + due.length + packed.length === 0) return;
+    if (packed.length > 0 && failed.length === 0 && due.length === 0) {
+      // Every message confirmed (the hot path): the rows go, and nothing reads their bodies back.
+      await this.driver.read((query) => query({
+        name: settlement.deleteSent ? this.sql.settlePackedSentDeletingName : this.sql.settlePackedSentName,
+        text: settlement.deleteSent ? this.sql.settlePackedSentDeleting : this.sql.settlePackedSent,
+        values: [this.arrays.int8(sent), this.arrays.int8(packed)],
+      }));
+      return;
+    }
     if (packed.length > 0) {
       // Only messages of the packed rows are left out of the per-row parts; a row of its own
       // that shares the settlement (written without packing) is settled as always.
@@ -311,6 +320,24 @@ function settlePackedStatement(prefix: string, sentRow: string): string {
         (SELECT count(*) FROM failed)::int AS failed, (SELECT count(*) FROM due)::int AS due, (SELECT count(*) FROM note)::int AS notified`;
 }
 
+/**
+ * The settlement of packed rows ($2) whose every message was confirmed ($1): each is deleted,
+ * skipping those a claim or a resend is unpacking (they publish them), returning only its ids (no
+ * body is read back); a confirmed row of its own among $1 is settled as always.
+ */
+function settlePackedSentStatement(prefix: string, sentRow: string): string {
+  const { table, outbox: t } = packedNames(prefix);
+  return `WITH gone AS (
+        DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id = ANY($2::bigint[]) FOR UPDATE SKIP LOCKED)
+        RETURNING ids),
+      msgs AS (SELECT unnest(ids) AS id FROM gone),
+      sent AS (
+        ${sentRow}
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT SELECT id FROM msgs)) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1)
+      SELECT (SELECT count(*) FROM gone)::int AS packed, (SELECT count(*) FROM sent)::int AS sent`;
+}
+
 function relayStatements(prefix: string, tag: string) {
   const t = `${prefix}rabbit_inbox_outbox`;
   return {
@@ -366,6 +393,10 @@ function relayStatements(prefix: string, tag: string) {
     settlePacked: settlePackedStatement(prefix, `UPDATE ${t} ${MARK_SENT}`),
     settlePackedDeletingName: `ri_outbox_settle_packed_deleting${tag}`,
     settlePackedDeleting: settlePackedStatement(prefix, `DELETE FROM ${t}`),
+    settlePackedSentName: `ri_outbox_settle_packed_sent${tag}`,
+    settlePackedSent: settlePackedSentStatement(prefix, `UPDATE ${t} ${MARK_SENT}`),
+    settlePackedSentDeletingName: `ri_outbox_settle_packed_sent_deleting${tag}`,
+    settlePackedSentDeleting: settlePackedSentStatement(prefix, `DELETE FROM ${t}`),
     unpackExpiredName: `ri_outbox_unpack_expired${tag}`,
     unpackExpired: unpackExpired(prefix),
     packedKeyHeadsName: `ri_outbox_packed_key_heads${tag}`,

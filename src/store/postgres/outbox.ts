@@ -6,7 +6,7 @@ import type { SqlQuery, SqlRow, SqlStatement } from "../sql/sql-query.js";
 import type { OutboxWriteStatements } from "../sql/sql-store.js";
 import type { ArrayParameters } from "./array-parameters.js";
 import { offersSavepoints } from "./claim.js";
-import { DUE_NOW, packedNames, packedWrite, unpackInto } from "./packed-outbox.js";
+import { DUE_NOW, packedNames, packedWrite, packedWriteDistinct, unpackInto } from "./packed-outbox.js";
 import { statementTag } from "./prepared-statements.js";
 
 /**
@@ -67,9 +67,7 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
   async writeLeased(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number, pack = false): Promise<HandedOffRow[]> {
     if (records.length === 0) return [];
     const values = [...columnsOf(records, this.arrays), Math.max(0, Math.round(leaseMs))];
-    const rows = pack
-      ? (await session.query({ name: this.sql.writePackedName, text: this.sql.writePacked, values })).rows
-      : await this.insertLeased(session, values);
+    const rows = pack ? await this.insertPacked(session, records, values) : await this.insertLeased(session, values);
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
     // One twice in the write inserted its first record (the later one conflicted with it).
     const byMessageId = new Map<string, OutboxRecord>();
@@ -79,6 +77,15 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
       previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
       ...(row.packed_id === null || row.packed_id === undefined ? {} : { packedIn: Number(row.packed_id) }),
     }));
+  }
+
+  /** The packing write: the parameter arrays as they came when every message id is new, else the form that filters them. */
+  private async insertPacked(session: SqlSession<unknown>, records: readonly OutboxRecord[], values: unknown[]): Promise<SqlRow[]> {
+    if (new Set(records.map((r) => r.messageId)).size === records.length) {
+      const { rows } = await session.query({ name: this.sql.writePackedDistinctName, text: this.sql.writePackedDistinct, values });
+      if (rows.length > 0) return rows;
+    }
+    return (await session.query({ name: this.sql.writePackedName, text: this.sql.writePacked, values })).rows;
   }
 
   private async insertLeased(session: SqlSession<unknown>, values: unknown[]): Promise<SqlRow[]> {
@@ -138,6 +145,8 @@ function writeStatements(prefix: string, tag: string) {
     writeLeasedNew: leasedInsert(t, ""),
     writePackedName: `ri_outbox_write_packed${tag}`,
     writePacked: packedWrite(prefix),
+    writePackedDistinctName: `ri_outbox_write_packed_distinct${tag}`,
+    writePackedDistinct: packedWriteDistinct(prefix),
     resendName: `ri_outbox_resend${tag}`,
     // Rows a relay is publishing right now are locked: skipped, they are on their way. Rows
     // leased to the relay of the process that wrote them become due too: that process may have

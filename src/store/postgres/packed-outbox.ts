@@ -27,34 +27,23 @@ export function packedNames(prefix: string): { table: string; outbox: string; se
 const PACKED_ARRAYS = "ids, message_ids, exchanges, routing_keys, bodies, properties, ordering_keys, source_tenants, source_handlers, source_event_ids";
 
 /**
- * The packing write. Parameters: the nine column arrays of the records ($1 message ids ... $9
- * source event ids, as the row-per-message write takes them) and $10 the lease in ms. A message
- * id already in the outbox or in a packed row is not written again, and one twice in the write
- * keeps its first record, as the unique index does for rows of their own. Returns per new
- * message its id, its message id, the newest row of its key unsent before this statement (an
- * outbox row or a packed message; the statement reads one snapshot, so never its own), and the
- * packed row's id, in id order.
+ * The packing write, its general form. Parameters: the nine column arrays of the records ($1
+ * message ids ... $9 source event ids, as the row-per-message write takes them) and $10 the
+ * lease in ms. A message id already in the outbox or in a packed row is not written again, and
+ * one twice in the write keeps its first record, as the unique index does for rows of their own.
+ * Returns per new message its id, its message id, the newest row of its key unsent before this
+ * statement (an outbox row or a packed message; the statement reads one snapshot, so never its
+ * own), and the packed row's id, in id order.
  */
 export function packedWrite(prefix: string): string {
-  const { table, outbox, sequence } = packedNames(prefix);
+  const { table } = packedNames(prefix);
   return `WITH r AS (
         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::jsonb[], $6::text[], $7::text[], $8::text[], $9::text[])
           WITH ORDINALITY AS r(m, e, k, b, p, o, st, sh, se, ord)),
-      used AS (
-        SELECT x.message_id AS m FROM ${outbox} x WHERE x.message_id = ANY($1::text[])
-        UNION
-        SELECT u.m FROM ${table} pk CROSS JOIN LATERAL unnest(pk.message_ids) AS u(m) WHERE u.m = ANY($1::text[])),
+      ${usedIds(prefix)},
       fresh AS (
         SELECT DISTINCT ON (r.m) r.* FROM r WHERE NOT EXISTS (SELECT 1 FROM used WHERE used.m = r.m) ORDER BY r.m, r.ord),
-      numbered AS (
-        SELECT f.*, nextval('${sequence}') AS id FROM (SELECT * FROM fresh ORDER BY ord) f),
-      keys AS (SELECT DISTINCT o FROM numbered WHERE o IS NOT NULL),
-      packed_newest AS (
-        SELECT p.o, max(p.id) AS id FROM ${table} pk CROSS JOIN LATERAL unnest(pk.ordering_keys, pk.ids) AS p(o, id)
-        WHERE p.o IN (SELECT o FROM keys) GROUP BY p.o),
-      previous AS (
-        SELECT keys.o, greatest((SELECT max(x.id) FROM ${outbox} x WHERE x.ordering_key = keys.o AND x.sent_at IS NULL), pn.id) AS id
-        FROM keys LEFT JOIN packed_newest pn ON pn.o = keys.o),
+      ${numberedAndPrevious(prefix, "fresh")},
       ins AS (
         INSERT INTO ${table} (lease_until, ${PACKED_ARRAYS})
         SELECT statement_timestamp() + $10 * interval '1 millisecond',
@@ -64,10 +53,66 @@ export function packedWrite(prefix: string): string {
         FROM numbered
         HAVING count(*) > 0
         RETURNING id)
-      SELECT n.id, n.m AS message_id, previous.id AS previous, (SELECT id FROM ins) AS packed_id
+      ${packedWriteResult}`;
+}
+
+/**
+ * The packing write when no message id repeats within the write (the caller checks): the
+ * parameter arrays go into the row as they came, with no re-aggregation. When one of the
+ * message ids is already used (in the outbox or a packed row) it writes nothing and returns no
+ * row, and the caller runs the general form. Same parameters and result as `packedWrite`.
+ */
+export function packedWriteDistinct(prefix: string): string {
+  const { table } = packedNames(prefix);
+  return `WITH r AS (
+        SELECT * FROM unnest($1::text[], $6::text[]) WITH ORDINALITY AS r(m, o, ord)),
+      ${usedIds(prefix)},
+      fresh AS (SELECT r.* FROM r WHERE NOT EXISTS (SELECT 1 FROM used)),
+      ${numberedAndPrevious(prefix, "fresh")},
+      ins AS (
+        INSERT INTO ${table} (lease_until, ${PACKED_ARRAYS})
+        SELECT statement_timestamp() + $10 * interval '1 millisecond', ids.ids, $1, $2, $3, $4, $5, $6, $7, $8, $9
+        FROM (SELECT array_agg(id ORDER BY ord) AS ids FROM numbered) ids
+        WHERE NOT EXISTS (SELECT 1 FROM used)
+        RETURNING id)
+      ${packedWriteResult}`;
+}
+
+/**
+ * `packed_messages`: every message waiting in a packed row (message id, ordering key, id), read
+ * once for both probes; `used`: the message ids of $1 already used, by an outbox row (its unique
+ * index) or a packed message.
+ */
+function usedIds(prefix: string): string {
+  const { table, outbox } = packedNames(prefix);
+  return `packed_messages AS (
+        SELECT p.m, p.o, p.id FROM ${table} pk CROSS JOIN LATERAL unnest(pk.message_ids, pk.ordering_keys, pk.ids) AS p(m, o, id)),
+      used AS (
+        SELECT x.message_id AS m FROM ${outbox} x WHERE x.message_id = ANY($1::text[])
+        UNION
+        SELECT pm.m FROM packed_messages pm WHERE pm.m IN (SELECT r.m FROM r))`;
+}
+
+/**
+ * `numbered`: the messages of `source` (with m, o, ord) with their ids, drawn in the write's order
+ * (the sorted subquery is read in order); `previous`: per ordering key, the newest unsent row or
+ * packed message before this statement (`packed_messages` from `usedIds`).
+ */
+function numberedAndPrevious(prefix: string, source: string): string {
+  const { outbox, sequence } = packedNames(prefix);
+  return `numbered AS (
+        SELECT f.*, nextval('${sequence}') AS id FROM (SELECT * FROM ${source} ORDER BY ord) f),
+      keys AS (SELECT DISTINCT o FROM numbered WHERE o IS NOT NULL),
+      packed_newest AS (
+        SELECT pm.o, max(pm.id) AS id FROM packed_messages pm WHERE pm.o IN (SELECT o FROM keys) GROUP BY pm.o),
+      previous AS (
+        SELECT keys.o, greatest((SELECT max(x.id) FROM ${outbox} x WHERE x.ordering_key = keys.o AND x.sent_at IS NULL), pn.id) AS id
+        FROM keys LEFT JOIN packed_newest pn ON pn.o = keys.o)`;
+}
+
+const packedWriteResult = `SELECT n.id, n.m AS message_id, previous.id AS previous, (SELECT id FROM ins) AS packed_id
       FROM numbered n LEFT JOIN previous ON previous.o = n.o
       ORDER BY n.id`;
-}
 
 /**
  * CTEs that unpack the packed rows `gone` (a DELETE ... RETURNING *) into outbox rows of their
