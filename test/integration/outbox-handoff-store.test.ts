@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { OutboxRecord } from "../../src/core/store-contract/store.js";
 import type { HandedOffRow } from "../../src/core/store-contract/outbox-signal.js";
 import type { OutboxClaim } from "../../src/core/store-contract/outbox-relay-store.js";
-import { type OutboxTestDatabase, type OutboxTestStore, createOutboxDatabase, eventually, idTable } from "../support/outbox.js";
+import { type OutboxTestDatabase, type OutboxTestStore, claimWhenWhole, createOutboxDatabase, idTable } from "../support/outbox.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 
 function record(messageId: string, orderingKey: string | null, body = messageId): OutboxRecord {
@@ -195,11 +195,7 @@ describe.each(TEST_DATABASES)("rows handed to a relay in memory: the store's sid
     await write([record("l1", "a"), record("l2", null), record("l3", "a")]);
     expect(await claim()).toBeNull();
     // A claim that runs as the lease ends may see some rows due and not yet the others: it gives them back.
-    const late = await eventually(async () => {
-      const c = await claim();
-      if (c && c.rows.length < 3) await c.settle({ sent: [], failed: [] });
-      return c && c.rows.length === 3 ? c : undefined;
-    }, "the rows claimable once their lease ended", 10_000);
+    const late = await claimWhenWhole(claim, 3, "the rows claimable once their lease ended");
     expect(messageIds(late.rows)).toEqual(["l1", "l2", "l3"]);
     await late.settle({ sent: late.rows.map((r) => r.id), failed: [] });
   });

@@ -3,7 +3,7 @@ import type { OutboxRecord } from "../../src/core/store-contract/store.js";
 import type { HandedOffRow } from "../../src/core/store-contract/outbox-signal.js";
 import type { OutboxClaim } from "../../src/core/store-contract/outbox-relay-store.js";
 import type { PostgresStore } from "../../src/store/postgres/index.js";
-import { type OutboxTestDatabase, createOutboxDatabase, eventually } from "../support/outbox.js";
+import { type OutboxTestDatabase, claimWhenWhole, createOutboxDatabase } from "../support/outbox.js";
 import { TEST_DATABASES } from "../support/test-databases.js";
 
 function record(messageId: string, orderingKey: string | null, options: { body?: string; eventId?: string } = {}): OutboxRecord {
@@ -162,11 +162,7 @@ describe.each(TEST_DATABASES.filter((kind) => kind === "postgres"))("packed outb
     await write([record("l1", "a"), record("l2", null), record("l3", "a")]);
     expect(await claim()).toBeNull();
     // The first claim after the lease ends unpacks the row and takes every message, in id order.
-    const late = await eventually(async () => {
-      const c = await claim();
-      if (c && c.rows.length < 3) await c.settle({ sent: [], failed: [] });
-      return c && c.rows.length === 3 ? c : undefined;
-    }, "the messages claimable once their lease ended", 10_000);
+    const late = await claimWhenWhole(claim, 3, "the messages claimable once their lease ended");
     expect(late.rows.map((r) => [r.id, r.messageId, r.orderingKey, r.attempts])).toEqual(taken[0]!.map((r) => [r.id, r.record.messageId, r.record.orderingKey, 0]));
     // Until that claim commits, what it unpacked is its own: others see the packed row still.
     expect((await db.rows()).map((r) => [r.message_id, r.packed ?? false])).toEqual([["l1", true], ["l2", true], ["l3", true]]);
@@ -181,11 +177,7 @@ describe.each(TEST_DATABASES.filter((kind) => kind === "postgres"))("packed outb
   it("a settlement leaves alone a packed row a claim is unpacking, without waiting for it; that claim publishes its messages", async () => {
     const taken = attach(300);
     await write([record("u1", "a"), record("u2", "a")]);
-    const held = await eventually(async () => {
-      const c = await claim();
-      if (c && c.rows.length < 2) await c.settle({ sent: [], failed: [] });
-      return c && c.rows.length === 2 ? c : undefined;
-    }, "the claim that unpacks the expired row", 10_000);
+    const held = await claimWhenWhole(claim, 2, "the claim that unpacks the expired row");
     // The process that wrote them confirms them late: the row is the claim's (locked), skipped at once.
     const started = Date.now();
     await store.settleHandedOff({ sent: taken[0]!.map((r) => r.id), failed: [], due: [], deleteSent: true, packed: [taken[0]![0]!.packedIn!] });

@@ -334,6 +334,20 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/**
+ * Claims until one claim holds `rows` rows: a claim that runs as a lease ends may see some rows
+ * due and not yet the others, and it gives them back. Returns that claim, still open.
+ */
+export function claimWhenWhole<C extends { rows: readonly unknown[]; settle(s: { sent: never[]; failed: never[] }): Promise<void> }>(
+  claim: () => Promise<C | null>, rows: number, what: string,
+): Promise<C> {
+  return eventually(async () => {
+    const c = await claim();
+    if (c && c.rows.length < rows) await c.settle({ sent: [], failed: [] });
+    return c && c.rows.length === rows ? c : undefined;
+  }, what, 10_000);
+}
+
 /** Polls `check` until it returns something other than undefined; fails after `timeoutMs`, naming `what`. */
 export function eventually<T>(check: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
   return waitUntil(check, what, { timeoutMs });
