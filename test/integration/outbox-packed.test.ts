@@ -134,6 +134,25 @@ describe.each(TEST_DATABASES.filter((kind) => kind === "postgres"))("packed outb
     expect((await db.rows()).map((r) => r.message_id)).toEqual(["f1"]);
   });
 
+  it("a settlement that also names rows of their own settles them as always, beside the packed rows, in both forms", async () => {
+    // Rows of their own, handed over by a relay that keeps sent rows (no packing).
+    const detach = store.outboxSignal.attach({ leaseMs: 60_000, take: () => undefined });
+    await write([record("o1", "a"), record("o2", "b")]);
+    detach();
+    const [o1, o2] = (await ownRows()).map((r) => r.id);
+    const taken = attach();
+    await write([record("p1", "c"), record("p2", "d")]);
+    await write([record("p3", "e")]);
+    const [p1, p2] = taken[0]!;
+    const [p3] = taken[1]!;
+    // Every packed message confirmed: the form that reads no body back.
+    await store.settleHandedOff({ sent: [o1!, p3!.id], failed: [], due: [], deleteSent: true, packed: [p3!.packedIn!] });
+    expect((await db.rows()).map((r) => [r.message_id, r.packed ?? false])).toEqual([["o2", false], ["p1", true], ["p2", true]]);
+    // A failure among them: the form that unpacks.
+    await store.settleHandedOff({ sent: [p1!.id], failed: [{ id: o2!, error: "nack", retryDelayMs: 60_000 }], due: [p2!.id], deleteSent: true, packed: [p1!.packedIn!] });
+    expect((await db.rows()).map((r) => [r.message_id, r.packed ?? false, r.attempts, r.last_error])).toEqual([["o2", false, 1, "nack"], ["p2", false, 0, null]]);
+  });
+
   it("a claim takes no row of a key behind a message still packed, whoever wrote it; the key goes on once the packed row is settled", async () => {
     const taken = attach();
     await write([record("p1", "a"), record("p2", "b")]);

@@ -14,6 +14,7 @@ import type { SqlQuery, SqlResult, SqlRow } from "../sql/sql-query.js";
 import { postgresColumns as read } from "./columns.js";
 import { sqlStateOf } from "./errors.js";
 import { postgresMigrations } from "./migrations.js";
+import { packedCount, packedNames } from "./packed-outbox.js";
 import { listPostgresQuarantine, postgresQuarantineCauses } from "./quarantine-listing.js";
 
 const toDetail = (r: SqlRow): QuarantineDetail => quarantineDetailOf(read, r);
@@ -53,10 +54,10 @@ export class PostgresInboxOperations implements InboxOperations {
     const t = `${this.prefix}rabbit_inbox_outbox`;
     // Messages in packed rows are pending too (being published from memory; never failed yet).
     const { rows: [summary] } = await this.query(
-      `SELECT count(*)::bigint + (SELECT coalesce(sum(cardinality(ids)), 0) FROM ${t}_packed)::bigint AS pending,
+      `SELECT count(*)::bigint + ${packedCount(this.prefix)}::bigint AS pending,
          count(*) FILTER (WHERE attempts > 0)::bigint AS failing,
          count(*) FILTER (WHERE attempts > 0 AND strpos(last_error, $1) > 0)::bigint AS unroutable,
-         least(min(created_at), (SELECT min(created_at) FROM ${t}_packed)) AS oldest, clock_timestamp() AS now
+         least(min(created_at), (SELECT min(created_at) FROM ${packedNames(this.prefix).table})) AS oldest, clock_timestamp() AS now
        FROM ${t} WHERE sent_at IS NULL`, [UNROUTABLE_MARK]);
     const { rows: [worst] } = await this.query(
       `SELECT exchange, routing_key, attempts, last_error FROM ${t}

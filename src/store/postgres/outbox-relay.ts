@@ -68,39 +68,27 @@ export class PostgresOutboxRelay<C extends PgClient> {
    * itself). Packed rows are deleted, and their messages not sent unpacked into rows of their own.
    */
   async settleHandedOff(settlement: HandedOffSettlement): Promise<void> {
-    const { sent, failed, due } = settlement;
+    const { sent, failed, due, deleteSent } = settlement;
     const packed = settlement.packed ?? [];
     if (sent.length + failed.length + due.length + packed.length === 0) return;
-    if (packed.length > 0 && failed.length === 0 && due.length === 0) {
-      // Every message confirmed (the hot path): the rows go, and nothing reads their bodies back.
-      await this.driver.read((query) => query({
-        name: settlement.deleteSent ? this.sql.settlePackedSentDeletingName : this.sql.settlePackedSentName,
-        text: settlement.deleteSent ? this.sql.settlePackedSentDeleting : this.sql.settlePackedSent,
-        values: [this.arrays.int8(sent), this.arrays.int8(packed)],
-      }));
-      return;
+    const sql = this.sql;
+    const statement = (kept: readonly [string, string], deleting: readonly [string, string], values: unknown[]) => {
+      const [name, text] = deleteSent ? deleting : kept;
+      return { name, text, values };
+    };
+    const rows = [this.arrays.int8(sent), ...failedColumns(this.arrays, failed), this.arrays.int8(due), this.schema];
+    let chosen;
+    if (packed.length === 0) {
+      chosen = statement([sql.settleHandedOffName, sql.settleHandedOff], [sql.settleHandedOffDeletingName, sql.settleHandedOffDeleting], rows);
+    } else if (failed.length === 0 && due.length === 0) {
+      // Every packed message confirmed (the hot path): the rows go, and nothing reads their bodies back.
+      chosen = statement([sql.settlePackedSentName, sql.settlePackedSent], [sql.settlePackedSentDeletingName, sql.settlePackedSentDeleting], [this.arrays.int8(sent), this.arrays.int8(packed)]);
+    } else {
+      // The packed rows are unpacked beside the per-row parts, which leave their messages out; a
+      // row of its own that shares the settlement is settled as always.
+      chosen = statement([sql.settlePackedName, sql.settlePacked], [sql.settlePackedDeletingName, sql.settlePackedDeleting], [...rows, this.arrays.int8(packed)]);
     }
-    if (packed.length > 0) {
-      // Only messages of the packed rows are left out of the per-row parts; a row of its own
-      // that shares the settlement (written without packing) is settled as always.
-      await this.driver.read((query) => query({
-        name: settlement.deleteSent ? this.sql.settlePackedDeletingName : this.sql.settlePackedName,
-        text: settlement.deleteSent ? this.sql.settlePackedDeleting : this.sql.settlePacked,
-        values: [
-          this.arrays.int8(sent), ...failedColumns(this.arrays, failed), this.arrays.int8(due), this.schema, this.arrays.int8(packed),
-        ],
-      }));
-      return;
-    }
-    const [name, text] = settlement.deleteSent
-      ? [this.sql.settleHandedOffDeletingName, this.sql.settleHandedOffDeleting]
-      : [this.sql.settleHandedOffName, this.sql.settleHandedOff];
-    await this.driver.read((query) => query({
-      name, text,
-      values: [
-        this.arrays.int8(sent), ...failedColumns(this.arrays, failed), this.arrays.int8(due), this.schema,
-      ],
-    }));
+    await this.driver.read((query) => query(chosen));
   }
 
   async countPending(atMost: number): Promise<number> {
@@ -252,25 +240,32 @@ function walkStatement(t: string, anchorBound: string, stepBound: string, limit:
 }
 
 /**
- * The settlement of rows published from memory: confirmed rows marked sent (or deleted, with
- * `sentRow` a DELETE), failed ones counted and delayed, `due` ones made due. Each part skips the
- * rows another relay's claim holds: that relay settles them.
+ * The per-row parts of a settlement of rows published from memory, as CTEs: confirmed rows ($1)
+ * marked sent (or deleted, with `sentRow` a DELETE), failed ones ($2-$4) counted and delayed,
+ * `due` ones ($5) made due. Each part skips the rows another relay's claim holds: that relay
+ * settles them. `ids` turns a parameter into the ids to settle (the packed settlements leave out
+ * the messages they unpack).
  */
-function settleHandedOffStatement(t: string, sentRow: string): string {
-  return `WITH sent AS (
+function rowSettlement(t: string, sentRow: string, ids: (param: string) => string = (param) => param): string {
+  return `sent AS (
         ${sentRow}
-        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($1::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(${ids("$1::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
         RETURNING 1),
       failed AS (
         UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
             available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
         FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS f(id, error, delay_ms)
-        WHERE o.id = f.id AND o.id IN (SELECT id FROM ${t} WHERE id = ANY($2::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        WHERE o.id = f.id AND o.id IN (SELECT id FROM ${t} WHERE id = ANY(${ids("$2::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
         RETURNING 1),
       due AS (
         UPDATE ${t} SET available_at = now()
-        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY($5::bigint[]) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
-        RETURNING 1),
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(${ids("$5::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        RETURNING 1)`;
+}
+
+/** The settlement of rows published from memory (`rowSettlement`); due rows wake the relays of other processes (NOTIFY, at commit). */
+function settleHandedOffStatement(t: string, sentRow: string): string {
+  return `WITH ${rowSettlement(t, sentRow)},
       note AS (SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce($6::text, current_schema(), '')) FROM (SELECT 1 FROM due LIMIT 1) one)
       SELECT (SELECT count(*) FROM sent)::int AS sent, (SELECT count(*) FROM failed)::int AS failed,
         (SELECT count(*) FROM due)::int AS due, (SELECT count(*) FROM note)::int AS notified`;
@@ -291,7 +286,6 @@ const UNPACK_AT_ONCE = 20;
  */
 function settlePackedStatement(prefix: string, sentRow: string): string {
   const { table, outbox: t } = packedNames(prefix);
-  const own = (param: string) => `ARRAY(SELECT unnest(${param}) EXCEPT SELECT id FROM msgs)`;
   return `WITH gone AS (
         DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id = ANY($7::bigint[]) FOR UPDATE SKIP LOCKED)
         RETURNING *),
@@ -300,25 +294,15 @@ function settlePackedStatement(prefix: string, sentRow: string): string {
         columns: "CASE WHEN f.id IS NULL THEN now() ELSE clock_timestamp() + f.delay_ms * interval '1 millisecond' END, CASE WHEN f.id IS NULL THEN 0 ELSE 1 END, f.error",
         where: "msgs.id <> ALL($1::bigint[])",
       })},
-      sent AS (
-        ${sentRow}
-        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(${own("$1::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
-        RETURNING 1),
-      failed AS (
-        UPDATE ${t} o SET attempts = o.attempts + 1, last_error = f.error,
-            available_at = clock_timestamp() + f.delay_ms * interval '1 millisecond'
-        FROM unnest($2::bigint[], $3::text[], $4::bigint[]) AS f(id, error, delay_ms)
-        WHERE o.id = f.id AND o.id IN (SELECT id FROM ${t} WHERE id = ANY(${own("$2::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
-        RETURNING 1),
-      due AS (
-        UPDATE ${t} SET available_at = now()
-        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(${own("$5::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
-        RETURNING 1),
+      ${rowSettlement(t, sentRow, notPacked)},
       note AS (SELECT pg_notify('${POSTGRES_OUTBOX_CHANNEL}', coalesce($6::text, current_schema(), ''))
         FROM (SELECT 1 FROM due UNION ALL SELECT 1 FROM unpacked LIMIT 1) one)
       SELECT (SELECT count(*) FROM unpacked)::int AS unpacked, (SELECT count(*) FROM sent)::int AS sent,
         (SELECT count(*) FROM failed)::int AS failed, (SELECT count(*) FROM due)::int AS due, (SELECT count(*) FROM note)::int AS notified`;
 }
+
+/** The ids of an array parameter that are not messages of the packed rows settled (`msgs`). */
+const notPacked = (param: string) => `ARRAY(SELECT unnest(${param}) EXCEPT SELECT id FROM msgs)`;
 
 /**
  * The settlement of packed rows ($2) whose every message was confirmed ($1): each is deleted,
@@ -333,7 +317,7 @@ function settlePackedSentStatement(prefix: string, sentRow: string): string {
       msgs AS (SELECT unnest(ids) AS id FROM gone),
       sent AS (
         ${sentRow}
-        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(ARRAY(SELECT unnest($1::bigint[]) EXCEPT SELECT id FROM msgs)) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
+        WHERE id IN (SELECT id FROM ${t} WHERE id = ANY(${notPacked("$1::bigint[]")}) AND sent_at IS NULL FOR UPDATE SKIP LOCKED)
         RETURNING 1)
       SELECT (SELECT count(*) FROM gone)::int AS packed, (SELECT count(*) FROM sent)::int AS sent`;
 }
