@@ -67,7 +67,13 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
   async writeLeased(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number, pack = false): Promise<HandedOffRow[]> {
     if (records.length === 0) return [];
     const values = [...columnsOf(records, this.arrays), Math.max(0, Math.round(leaseMs))];
-    const rows = pack ? await this.insertPacked(session, records, values) : await this.insertLeased(session, values);
+    if (pack) {
+      const packed = await this.insertPackedDistinct(session, records, values);
+      if (packed) return packed;
+    }
+    const rows = pack
+      ? (await session.query({ name: this.sql.writePackedName, text: this.sql.writePacked, values })).rows
+      : await this.insertLeased(session, values);
     // A message id already in the outbox inserted nothing: only the new rows are handed off.
     // One twice in the write inserted its first record (the later one conflicted with it).
     const byMessageId = new Map<string, OutboxRecord>();
@@ -79,13 +85,26 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     }));
   }
 
-  /** The packing write: the parameter arrays as they came when every message id is new, else the form that filters them. */
-  private async insertPacked(session: SqlSession<unknown>, records: readonly OutboxRecord[], values: unknown[]): Promise<SqlRow[]> {
-    if (new Set(records.map((r) => r.messageId)).size === records.length) {
-      const { rows } = await session.query({ name: this.sql.writePackedDistinctName, text: this.sql.writePackedDistinct, values });
-      if (rows.length > 0) return rows;
-    }
-    return (await session.query({ name: this.sql.writePackedName, text: this.sql.writePacked, values })).rows;
+  /**
+   * The packing write's usual case, every message id new (packedWriteDistinct): the parameter
+   * arrays go into the packed row as they came, and one result row gives every message its id,
+   * in the write's order. Undefined when a message id repeats within the write or is already
+   * used: the general form runs instead.
+   */
+  private async insertPackedDistinct(session: SqlSession<unknown>, records: readonly OutboxRecord[], values: unknown[]): Promise<HandedOffRow[] | undefined> {
+    if (new Set(records.map((r) => r.messageId)).size !== records.length) return undefined;
+    const { rows } = await session.query({ name: this.sql.writePackedDistinctName, text: this.sql.writePackedDistinct, values });
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    const packedIn = Number(row.packed_id);
+    const ids = JSON.parse(String(row.ids)) as number[];
+    const previous = new Map(JSON.parse(String(row.previous)) as Array<[string, number]>);
+    if (ids.length !== records.length) throw new Error(`the packing write returned ${ids.length} ids for ${records.length} messages`);
+    return records.map((record, i) => ({
+      id: ids[i]!, record,
+      previousUnsent: record.orderingKey === null ? null : previous.get(record.orderingKey) ?? null,
+      packedIn,
+    }));
   }
 
   private async insertLeased(session: SqlSession<unknown>, values: unknown[]): Promise<SqlRow[]> {
