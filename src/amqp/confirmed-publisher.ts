@@ -72,11 +72,17 @@ export class ConfirmedPublisher {
     return new Promise((resolve) => { this.idleWaiters.push(resolve); });
   }
 
-  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish = {}): Promise<void> {
+  /**
+   * `failed`, when given, turns the error a failed publish rejects with into the one the caller
+   * wants (it gets how long the publish waited), in place of a `.catch` on the returned promise:
+   * a relay publishes many messages at a time, and each `.catch` adds a promise per message.
+   */
+  publish(exchange: string, routingKey: string, content: Buffer, options: Options.Publish = {}, failed?: (error: Error, waitedMs: number) => Error): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       let done = false;
+      const started = performance.now();
       const publish: Pending = {
-        exchange, routingKey, content, messageId: options.messageId, deadline: performance.now() + this.timeoutMs,
+        exchange, routingKey, content, messageId: options.messageId, deadline: started + this.timeoutMs,
         finish: (error) => {
           if (done) return;
           done = true;
@@ -87,8 +93,8 @@ export class ConfirmedPublisher {
             this.overdueTimer = undefined;
             for (const resolve of this.idleWaiters.splice(0)) resolve();
           }
-          if (error) reject(error);
-          else if (wasReturned) reject(new QuarantinePublishError(`message to ${JSON.stringify(routingKey)} on exchange ${JSON.stringify(exchange)} was unroutable (no queue bound)`));
+          if (error) reject(mapped(error, failed, started));
+          else if (wasReturned) reject(mapped(new QuarantinePublishError(`message to ${JSON.stringify(routingKey)} on exchange ${JSON.stringify(exchange)} was unroutable (no queue bound)`), failed, started));
           else resolve();
         },
       };
@@ -129,4 +135,9 @@ export class ConfirmedPublisher {
       return;
     }
   }
+}
+
+/** A failed publish's error, through the caller's `failed` when it gave one. */
+function mapped(error: Error, failed: ((error: Error, waitedMs: number) => Error) | undefined, started: number): Error {
+  return failed === undefined ? error : failed(error, performance.now() - started);
 }

@@ -1,5 +1,6 @@
 import type { ConfirmChannel, Options } from "amqplib";
 import type { BrokerConnector } from "../amqp/broker-connection.js";
+import type { BrokerSession } from "../amqp/broker-session.js";
 import { ReconnectingSession } from "../amqp/reconnecting-session.js";
 import { describeError } from "../core/errors.js";
 import { type Logger, redactSecrets } from "../core/logger.js";
@@ -29,6 +30,7 @@ export interface RelaySessionOptions {
  */
 export class RelaySession {
   private readonly broker: ReconnectingSession;
+  private failure: { session: BrokerSession; map: (error: Error, waitedMs: number) => Error } | undefined;
 
   constructor(private readonly options: RelaySessionOptions) {
     const { logger, relayName: relay } = options;
@@ -103,12 +105,24 @@ export class RelaySession {
   publish(row: OutboxRow): Promise<void> {
     const session = this.broker.session;
     if (!session?.acceptsPublishes) return Promise.reject(new Error(session ? "the publish channel is being replaced" : "no broker session"));
-    const started = performance.now();
     // Put on the channel before this returns: the relay's ordering relies on it.
-    return session.publisher.publish(row.exchange, row.routingKey, row.body, publishOptions(row)).catch((error: unknown) => {
-      if (performance.now() - started >= this.options.publishTimeoutMs) session.lost("publisher confirm timed out");
-      throw new Error(`${describeError(error)}${session.closeReason ? ` (${session.closeReason})` : ""}`, { cause: error });
-    });
+    return session.publisher.publish(row.exchange, row.routingKey, row.body, publishOptions(row), this.failureOf(session));
+  }
+
+  /** One per session: what a failed publish of it rejects with, and a confirm that timed out ends it. */
+  private failureOf(session: BrokerSession): (error: Error, waitedMs: number) => Error {
+    if (this.failure?.session !== session) {
+      this.failure = {
+        session,
+        map: (error, waitedMs) => {
+          // After the publisher's current pass: the publishes overdue with this one fail as timed
+          // out too, rather than as lost with the channel this closes.
+          if (waitedMs >= this.options.publishTimeoutMs) queueMicrotask(() => session.lost("publisher confirm timed out"));
+          return new Error(`${describeError(error)}${session.closeReason ? ` (${session.closeReason})` : ""}`, { cause: error });
+        },
+      };
+    }
+    return this.failure.map;
   }
 
   /** No reconnect after this: a lost session stays lost until close(). */

@@ -113,6 +113,29 @@ describe("ConfirmedPublisher", () => {
     expect(error.message).toBe("no publisher confirm within 250 ms");
   });
 
+  it("hands every failure, and only failures, to the caller's `failed` with how long the publish waited, and rejects with what it returns", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    const seen: Array<[string, number]> = [];
+    const failed = (error: Error, waitedMs: number) => {
+      seen.push([error.message, waitedMs]);
+      return new Error(`mapped: ${error.message}`);
+    };
+    const publisher = publisherOn(250);
+    await expect(publisher.publish("", "work.quarantine", Buffer.from("ok"), {}, failed)).resolves.toBeUndefined();
+    await expect(publisher.publish("", "nowhere", Buffer.from("x"), {}, failed)).rejects.toThrow('mapped: message to "nowhere" on exchange "" was unroutable (no queue bound)');
+    broker.confirmPolicy = () => false;
+    await expect(publisher.publish("", "work.quarantine", Buffer.from("x"), {}, failed)).rejects.toThrow("mapped: broker refused the publish: message nacked");
+    broker.confirmPolicy = () => "hold";
+    const held = publisher.publish("", "work.quarantine", Buffer.from("x"), {}, failed).then(() => "confirmed", (e: Error) => e.message);
+    await vi.advanceTimersByTimeAsync(250);
+    expect(await held).toBe("mapped: no publisher confirm within 250 ms");
+    expect(seen.map(([message]) => message)).toEqual([
+      'message to "nowhere" on exchange "" was unroutable (no queue bound)', "broker refused the publish: message nacked", "no publisher confirm within 250 ms",
+    ]);
+    // Only the timed-out publish waited its whole timeout.
+    expect(seen.map(([, waitedMs]) => waitedMs >= 250)).toEqual([false, false, true]);
+  });
+
   it("times every unconfirmed publish out at its own deadline with one timer, oldest first", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     broker.confirmPolicy = () => "hold";

@@ -43,6 +43,8 @@ class MemoryOutbox implements OutboxRelayStore {
   readonly rows: StoredRow[];
   /** Row ids in the order they were marked sent. */
   readonly marked: number[] = [];
+  /** The error of every failed publish, in the order they were settled. */
+  readonly errors: string[] = [];
 
   constructor(count: number, keys: number) {
     this.rows = Array.from({ length: count }, (_, i) => ({
@@ -78,6 +80,7 @@ class MemoryOutbox implements OutboxRelayStore {
     }
     for (const failed of settlement.failed) {
       const row = this.rows[failed.id - 1]!;
+      this.errors.push(failed.error);
       row.attempts++;
       row.dueAt = Date.now() + failed.retryDelayMs;
     }
@@ -137,5 +140,29 @@ describe("the outbox relay on a channel the broker nacks", () => {
     const onFirst = broker.framesOf("publish").filter((f) => f.channel === 1 && f.exchange === "balance-changed");
     expect(onFirst.length).toBeLessThanOrEqual(5);
     expect(outbox.rows.every((r) => r.attempts <= 1)).toBe(true);
+  });
+
+  it("drops a session whose confirm timed out and reconnects: the row fails once, naming the timeout, and goes out on the new connection", async () => {
+    const outbox = new MemoryOutbox(8, 2);
+    const relayConnections = () => broker.connections.filter((c) => String(c.clientProperties.connection_name).startsWith("rabbit-inbox outbox relay"));
+    // The relay's first connection never confirms anything; every later one does.
+    broker.confirmPolicy = (_routingKey, _properties, on) => (on.connection === relayConnections()[0]!.number ? "hold" : true);
+    const lines: LogLine[] = [];
+    const relay = new OutboxRelay({
+      url: NODE_A, store: outbox, logger: recordingLogger(lines), batchSize: 10, pollIntervalMs: 5, listen: false, cleanupIntervalMs: 0,
+      publishTimeoutMs: 100, leaseMs: 1000, reconnectBaseDelayMs: 5, reconnectMaxDelayMs: 20, retryBaseDelayMs: 5, retryMaxDelayMs: 20,
+    });
+    env.stopAfter(() => relay.stop());
+    await relay.start();
+    await until(() => outbox.rows.every((r) => r.sent), "every row marked sent", 5000);
+
+    expect(relayConnections()).toHaveLength(2);
+    expect(logged(lines, "outbox relay lost its broker session; reconnecting")).toMatchObject([{ fields: { what: "publisher confirm timed out" } }]);
+    // Each row put on the first connection failed once, naming the timeout.
+    expect(outbox.errors.length).toBeGreaterThan(0);
+    for (const error of outbox.errors) expect(error).toBe("no publisher confirm within 100 ms");
+    expect(outbox.rows.every((r) => r.attempts <= 1)).toBe(true);
+    const downstream = broker.queue("downstream").messages.map((m) => String(m.properties.messageId));
+    expect(new Set(downstream)).toEqual(new Set(outbox.rows.map((r) => r.messageId)));
   });
 });
