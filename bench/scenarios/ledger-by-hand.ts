@@ -27,8 +27,8 @@
  * of that key before this one, in the outbox (its ordering index) and in the packed rows; the
  * message ids already used, in either table (no unique index covers a packed row); a lease; and
  * every column of the outbox as an array, so that SQL alone can unpack it. It reads every answer
- * back (an id and a previous row per message), as the library's handoff needs. It measures what
- * of the row per batch's gain such a design would keep; it is not the library's code.
+ * back (each message's id, and per key the previous row), in one row as the library does. It
+ * measures what of the row per batch's gain such a design would keep; it is not the library's code.
  */
 import { createHash } from "node:crypto";
 import amqp from "amqplib";
@@ -88,9 +88,9 @@ const PACKED_OUTBOX = `WITH r AS (
       array_fill(''::text, ARRAY[cardinality($1)]), $4, $5, $2, $6, array_fill('ledger-by-hand'::text, ARRAY[cardinality($1)]), $7
     FROM numbered n
     RETURNING id)
-  SELECT (SELECT id FROM ins) AS packed_id, n.id, previous.id AS previous, r.m IN (SELECT m FROM used) AS used
-  FROM r JOIN numbered n ON n.ord = r.ord LEFT JOIN previous ON previous.o = r.o
-  ORDER BY r.ord`;
+  SELECT (SELECT id FROM ins) AS packed_id, (SELECT array_to_json(array_agg(n.id ORDER BY n.ord))::text FROM numbered n) AS ids,
+    (SELECT coalesce(json_agg(json_build_array(p.o, p.id)), '[]')::text FROM previous p WHERE p.id IS NOT NULL) AS previous,
+    EXISTS (SELECT 1 FROM used) AS used`;
 const DELETE_PACKED = "DELETE FROM by_hand_outbox_packed WHERE id = $1";
 
 /** Where the batch's `balance.changed` rows go: one row each in the library's outbox, or one row for the batch. */
@@ -187,10 +187,12 @@ async function applyAndRelay(
               name: "by_hand_outbox_packed", text: PACKED_OUTBOX,
               values: [messageIds, orderingKeys, exchange, bodies, events.map(() => properties), events.map((e) => e.tenant), events.map((e) => e.eventId)],
             });
-            // What the library's handoff would read: each message's id, and whether an older row of its key waits.
-            const packed = rows as Array<{ packed_id: string; id: string; previous: string | null; used: boolean }>;
-            if (packed.length !== events.length || packed.some((r) => r.used)) throw new Error("the packed write lost a message or found its id used");
-            remove = { name: "by_hand_delete_packed", text: DELETE_PACKED, values: [Number(packed[0]!.packed_id)] };
+            // What the library's handoff reads, in one row as it does: each message's id, and per key the older row that waits.
+            const [packed] = rows as Array<{ packed_id: string; ids: string; previous: string; used: boolean }>;
+            const ids = JSON.parse(packed!.ids) as number[];
+            const previous = new Map(JSON.parse(packed!.previous) as Array<[string, number]>);
+            if (ids.length !== events.length || packed!.used || previous.size > orderingKeys.length) throw new Error("the packed write lost a message or found its id used");
+            remove = { name: "by_hand_delete_packed", text: DELETE_PACKED, values: [Number(packed!.packed_id)] };
           } else {
             const { rows } = await tx.query({ name: "by_hand_outbox_batch", text: BATCH_OUTBOX, values: [batchRow(messageIds, orderingKeys, bodies)] });
             remove = { name: "by_hand_delete_batch", text: DELETE_BATCH, values: [Number((rows[0] as { id: string }).id)] };
