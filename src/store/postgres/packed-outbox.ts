@@ -53,7 +53,9 @@ export function packedWrite(prefix: string): string {
         FROM numbered
         HAVING count(*) > 0
         RETURNING id)
-      ${packedWriteResult}`;
+      SELECT n.id, n.m AS message_id, previous.id AS previous, (SELECT id FROM ins) AS packed_id
+      FROM numbered n LEFT JOIN previous ON previous.o = n.o
+      ORDER BY n.id`;
 }
 
 /**
@@ -117,10 +119,6 @@ function numberedAndPrevious(prefix: string, source: string): string {
         SELECT keys.o, greatest((SELECT max(x.id) FROM ${outbox} x WHERE x.ordering_key = keys.o AND x.sent_at IS NULL), pn.id) AS id
         FROM keys LEFT JOIN packed_newest pn ON pn.o = keys.o)`;
 }
-
-const packedWriteResult = `SELECT n.id, n.m AS message_id, previous.id AS previous, (SELECT id FROM ins) AS packed_id
-      FROM numbered n LEFT JOIN previous ON previous.o = n.o
-      ORDER BY n.id`;
 
 /**
  * CTEs that unpack the packed rows `gone` (a DELETE ... RETURNING *) into outbox rows of their
