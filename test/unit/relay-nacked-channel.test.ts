@@ -3,7 +3,8 @@
  * channel whose first publish to a quorum queue came before the cluster recorded the queue's
  * new leader), over the in-memory broker and an in-memory outbox: the relay moves to a new
  * channel on the same connection and every row goes out, each ordering key in order, none
- * marked sent that the broker refused, with no reconnect.
+ * marked sent that the broker refused, with no reconnect. And on a connection that never
+ * confirms: there the relay does reconnect, once the confirms are overdue.
  */
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import { silentLogger } from "../../src/core/logger.js";
@@ -141,7 +142,9 @@ describe("the outbox relay on a channel the broker nacks", () => {
     expect(onFirst.length).toBeLessThanOrEqual(5);
     expect(outbox.rows.every((r) => r.attempts <= 1)).toBe(true);
   });
+});
 
+describe("the outbox relay on a connection that never confirms", () => {
   it("drops a session whose confirm timed out and reconnects: the row fails once, naming the timeout, and goes out on the new connection", async () => {
     const outbox = new MemoryOutbox(8, 2);
     const relayConnections = () => broker.connections.filter((c) => String(c.clientProperties.connection_name).startsWith("rabbit-inbox outbox relay"));
