@@ -190,8 +190,9 @@ async function applyAndRelay(
             // What the library's handoff reads, in one row as it does: each message's id, and per key the older row that waits.
             const [packed] = rows as Array<{ packed_id: string; ids: string; previous: string; used: boolean }>;
             const ids = JSON.parse(packed!.ids) as number[];
-            const previous = new Map(JSON.parse(packed!.previous) as Array<[string, number]>);
-            if (ids.length !== events.length || packed!.used || previous.size > orderingKeys.length) throw new Error("the packed write lost a message or found its id used");
+            // Read as the library reads it, so both pay for it; publishing batches in order, the bench itself needs no predecessor.
+            new Map(JSON.parse(packed!.previous) as Array<[string, number]>);
+            if (ids.length !== events.length || packed!.used) throw new Error("the packed write lost a message or found its id used");
             remove = { name: "by_hand_delete_packed", text: DELETE_PACKED, values: [Number(packed!.packed_id)] };
           } else {
             const { rows } = await tx.query({ name: "by_hand_outbox_batch", text: BATCH_OUTBOX, values: [batchRow(messageIds, orderingKeys, bodies)] });
