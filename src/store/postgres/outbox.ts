@@ -67,22 +67,9 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
   async writeLeased(session: SqlSession<unknown>, records: readonly OutboxRecord[], leaseMs: number, pack = false): Promise<HandedOffRow[]> {
     if (records.length === 0) return [];
     const values = [...columnsOf(records, this.arrays), Math.max(0, Math.round(leaseMs))];
-    if (pack) {
-      const packed = await this.insertPackedDistinct(session, records, values);
-      if (packed) return packed;
-    }
-    const rows = pack
-      ? (await session.query({ name: this.sql.writePackedName, text: this.sql.writePacked, values })).rows
-      : await this.insertLeased(session, values);
-    // A message id already in the outbox inserted nothing: only the new rows are handed off.
-    // One twice in the write inserted its first record (the later one conflicted with it).
-    const byMessageId = new Map<string, OutboxRecord>();
-    for (const r of records) if (!byMessageId.has(r.messageId)) byMessageId.set(r.messageId, r);
-    return rows.map((row) => ({
-      id: Number(row.id), record: byMessageId.get(String(row.message_id))!,
-      previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
-      ...(row.packed_id === null || row.packed_id === undefined ? {} : { packedIn: Number(row.packed_id) }),
-    }));
+    if (!pack) return handedOff(records, await this.insertLeased(session, values));
+    return await this.insertPackedDistinct(session, records, values)
+      ?? handedOff(records, (await session.query({ name: this.sql.writePackedName, text: this.sql.writePacked, values })).rows);
   }
 
   /**
@@ -130,6 +117,21 @@ export class PostgresOutboxWrites implements OutboxWriteStatements {
     }));
     return Number(rows[0]?.n ?? 0);
   }
+}
+
+/**
+ * The rows a write answered with one row per inserted message, as handed-off rows. A message id
+ * already in the outbox inserted nothing: only the new rows are handed off. One twice in the
+ * write inserted its first record (the later one conflicted with it).
+ */
+function handedOff(records: readonly OutboxRecord[], rows: readonly SqlRow[]): HandedOffRow[] {
+  const byMessageId = new Map<string, OutboxRecord>();
+  for (const r of records) if (!byMessageId.has(r.messageId)) byMessageId.set(r.messageId, r);
+  return rows.map((row) => ({
+    id: Number(row.id), record: byMessageId.get(String(row.message_id))!,
+    previousUnsent: row.previous === null || row.previous === undefined ? null : Number(row.previous),
+    ...(row.packed_id === null || row.packed_id === undefined ? {} : { packedIn: Number(row.packed_id) }),
+  }));
 }
 
 /** The records as the nine column arrays the writes unnest, in their column order. */
