@@ -190,9 +190,10 @@ async function applyAndRelay(
             // What the library's handoff reads, in one row as it does: each message's id, and per key the older row that waits.
             const [packed] = rows as Array<{ packed_id: string; ids: string; previous: string; used: boolean }>;
             const ids = JSON.parse(packed!.ids) as number[];
-            // Read as the library reads it, so both pay for it; publishing batches in order, the bench itself needs no predecessor.
-            new Map(JSON.parse(packed!.previous) as Array<[string, number]>);
+            // Read as the library reads it, so both pay for it. Batches are written in order: a key's predecessor precedes this batch.
+            const previous = new Map(JSON.parse(packed!.previous) as Array<[string, number]>);
             if (ids.length !== events.length || packed!.used) throw new Error("the packed write lost a message or found its id used");
+            for (const id of previous.values()) if (id >= ids[0]!) throw new Error(`the packed write gave a key the predecessor ${id}, not before its batch`);
             remove = { name: "by_hand_delete_packed", text: DELETE_PACKED, values: [Number(packed!.packed_id)] };
           } else {
             const { rows } = await tx.query({ name: "by_hand_outbox_batch", text: BATCH_OUTBOX, values: [batchRow(messageIds, orderingKeys, bodies)] });
