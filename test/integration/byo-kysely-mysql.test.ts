@@ -33,7 +33,8 @@ describeByoTransactionMysql<Transaction<Database>>("kysely", (url) => {
 
 describe("kysely adapter on MySQL", () => {
   it("tells MysqlDialect from PostgresDialect by its query compiler, and takes `database`, not `schema`, on MySQL", async () => {
-    const db = openKysely((await createMysqlDatabase()).url);
+    const database = await createMysqlDatabase();
+    const db = openKysely(database.url);
     const onPg = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: pgUrl, max: 1 }) }) });
     try {
       expect(kyselyStore(db).dialect).toBe("mysql");
@@ -47,6 +48,7 @@ describe("kysely adapter on MySQL", () => {
     } finally {
       await db.destroy();
       await onPg.destroy();
+      await database.drop();
     }
   });
 

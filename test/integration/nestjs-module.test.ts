@@ -21,7 +21,7 @@ import { silentLogger } from "../../src/core/logger.js";
 import { InboxHandler, RabbitInboxHealthIndicator, RabbitInboxModule, type RabbitInboxModuleOptions, RabbitInboxService } from "../../src/nestjs/index.js";
 import { MysqlStore } from "../../src/store/mysql/index.js";
 import { PostgresStore } from "../../src/store/postgres/index.js";
-import { amqpUrl, deleteConsumerQueues, publishAll, waitFor, withChannel } from "../support/broker.js";
+import { amqpUrl, deleteConsumerQueues, deleteExchanges, publishAll, waitFor, withChannel } from "../support/broker.js";
 import { createMysqlDatabase, createPgSchema } from "../support/databases.js";
 import { mikroAccounts, mikroCredit, typeormAccounts, typeormCredit } from "../support/orm-accounts.js";
 import { TcpProxy } from "../support/tcp-proxy.js";
@@ -154,7 +154,8 @@ describe.each(cases)("RabbitInboxModule: $name", ({ open }) => {
   it("starts a consumer per @InboxHandler at bootstrap and the relay with it; applies once; stops both on close", async () => {
     const database = await open();
     const queue = `ri.test.nest.${randomBytes(4).toString("hex")}`;
-    cleanups.push(() => deleteConsumerQueues(queue));
+    // The relay declares the auto-delete exchange; one never bound (no subscriber) is never auto-deleted.
+    cleanups.push(() => deleteConsumerQueues(queue), () => deleteExchanges(`${queue}.credited`));
     const downstream = await subscribe(`${queue}.credited`);
     cleanups.push(() => downstream.close());
     const app = await NestFactory.createApplicationContext(appModule(database, queue), { logger: false });
@@ -186,7 +187,8 @@ describe("RabbitInboxModule", () => {
   it.each(pgOnly)("terminus reports the inbox ready, then unready (503) once the broker is cut, and ready again after (%s)", async () => {
     const database = await typeormOnPostgres();
     const queue = `ri.test.nest.${randomBytes(4).toString("hex")}`;
-    cleanups.push(() => deleteConsumerQueues(queue));
+    // The relay declares the auto-delete exchange; one never bound (no subscriber) is never auto-deleted.
+    cleanups.push(() => deleteConsumerQueues(queue), () => deleteExchanges(`${queue}.credited`));
     const broker = new URL(amqpUrl);
     const proxy = new TcpProxy({ host: broker.hostname, port: Number(broker.port || 5672) });
     await proxy.start();

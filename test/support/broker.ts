@@ -41,6 +41,12 @@ export async function deleteQueues(...names: string[]): Promise<void> {
   }
 }
 
+export async function deleteExchanges(...names: string[]): Promise<void> {
+  for (const name of names) {
+    await withChannel((ch) => ch.deleteExchange(name)).catch(() => undefined);
+  }
+}
+
 /** Deletes what an InboxConsumer on `queue` declares: the queue, its quarantine queue and its three delayed-retry queues. */
 export async function deleteConsumerQueues(queue: string): Promise<void> {
   await deleteQueues(queue, `${queue}.quarantine`, ...[1, 2, 3].map((n) => retryQueueName(queue, n)));

@@ -1,4 +1,5 @@
 import { connect } from "node:net";
+import { type ServiceSnapshot, leftoversSince, snapshotServices } from "./leftover-check.js";
 import { TEST_DATABASES_VARIABLE, selectTestDatabases } from "./test-databases.js";
 
 /**
@@ -54,7 +55,7 @@ function probe(host: string, port: number, timeoutMs: number): Promise<string | 
   });
 }
 
-export async function setup(): Promise<void> {
+export async function setup(): Promise<() => Promise<void>> {
   // A mistyped selection stops the run here, once, before any file skips a database over it.
   selectTestDatabases(process.env[TEST_DATABASES_VARIABLE]);
   const problems = await Promise.all(
@@ -68,4 +69,18 @@ export async function setup(): Promise<void> {
   );
   const down = problems.filter((p): p is string => p !== null);
   if (down.length > 0) throw new Error(`test services are down:\n  ${down.join("\n  ")}`);
+  // Once per run, whichever project's setup comes first: the snapshot the run's end compares with.
+  const owner = !(SNAPSHOT in globalThis);
+  if (owner) (globalThis as Record<symbol, unknown>)[SNAPSHOT] = await snapshotServices();
+  return async () => {
+    if (!owner) return;
+    const left = await leftoversSince((globalThis as Record<symbol, unknown>)[SNAPSHOT] as ServiceSnapshot);
+    if (left.length > 0) {
+      // vitest prints an error thrown here but still exits 0: fail the run explicitly.
+      process.exitCode = 1;
+      console.error(`the tests left behind what they created (each test removes its schemas, databases, queues and exchanges):\n  ${left.join("\n  ")}`);
+    }
+  };
 }
+
+const SNAPSHOT = Symbol.for("rabbit-inbox.tests.service-snapshot");

@@ -57,7 +57,8 @@ export async function retentionFixture(kind: TestDatabaseKind): Promise<Retentio
   if (kind === "postgres") {
     const schema = await createPgSchema();
     const store = await PostgresStore.connect(schema.url);
-    cleanups.push(async () => { await store.close(); await schema.drop(); });
+    // Separate steps, dropped last: a test may close the store itself, and the second close fails.
+    cleanups.push(() => schema.drop(), () => store.close());
     await store.migrate();
     await store.transaction(async (tx) => { await tx.handle.query("CREATE TABLE effects (tenant text NOT NULL, event_id text NOT NULL, n bigint)"); });
     const handler: InboxHandler<Record<string, unknown>, PgClient> = {
@@ -83,7 +84,7 @@ export async function retentionFixture(kind: TestDatabaseKind): Promise<Retentio
   if (kind === "mysql") return mysqlFixture(logs, logger);
   const file = await createSqliteFile();
   const store = await SqliteStore.open(file.file);
-  cleanups.push(async () => { await store.close(); await file.remove(); });
+  cleanups.push(() => file.remove(), () => store.close());
   await store.migrate();
   store.database.exec("CREATE TABLE effects (tenant TEXT NOT NULL, event_id TEXT NOT NULL, n INTEGER)");
   const handler: InboxHandler<Record<string, unknown>, SqliteDatabase> = {
@@ -112,7 +113,7 @@ async function mysqlFixture(logs: LogLine[], logger: Logger): Promise<RetentionF
   const store = await MysqlStore.connect(database.url);
   // Plain SQL on a connection of its own: DDL commits implicitly, so never inside the store's transaction.
   const admin = await mysql.createConnection({ uri: database.url, timezone: "Z" });
-  cleanups.push(async () => { await admin.end(); await store.close(); await database.drop(); });
+  cleanups.push(() => database.drop(), () => store.close(), () => admin.end());
   await store.migrate();
   await admin.query(`CREATE TABLE effects (
     tenant VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
