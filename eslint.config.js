@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: [".bench/**", "dist/**", "node_modules/**", "data/**", "coverage/**", "examples/byo-transaction/prisma/generated/**", "examples/byo-transaction/prisma/generated-mysql/**", "reports/**", ".stryker-tmp/**"] },
+  { ignores: [".bench/**", ".test-build/**", "dist/**", "node_modules/**", "data/**", "coverage/**", "examples/byo-transaction/prisma/generated/**", "examples/byo-transaction/prisma/generated-mysql/**", "reports/**", ".stryker-tmp/**"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -11,6 +11,7 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
+import { nodeEntryArgs } from "../../examples/ledger/driver/node-entry.js";
 import { quorumQueueArguments } from "../../src/amqp/topology.js";
 import type { Store } from "../../src/index.js";
 import { amqpUrl, deleteQueues, drainQueue, messagesReady, publishAll, waitFor, withChannel } from "../support/broker.js";
@@ -63,7 +64,7 @@ function startConsumerProcess(databaseUrl: string, queue: string, quorum: boolea
     MAX_DELIVERIES: String(MAX_DELIVERIES), QUORUM: quorum ? "1" : "0", RABBIT_INBOX_LOG_LEVEL: "info",
   };
   delete env.NODE_OPTIONS;
-  const child = spawn(process.execPath, ["--import", "tsx", "test/support/crash-loop-consumer.ts"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, nodeEntryArgs("test/support/crash-loop-consumer.ts"), { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
   const output: string[] = [];
   child.stdout.on("data", (chunk: Buffer) => output.push(chunk.toString()));
   child.stderr.on("data", (chunk: Buffer) => output.push(chunk.toString()));

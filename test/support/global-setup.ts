@@ -1,5 +1,6 @@
 import { connect } from "node:net";
 import { type ServiceSnapshot, leftoversSince, snapshotServices } from "./leftover-check.js";
+import { compileTestBuild } from "./test-build.js";
 import { TEST_DATABASES_VARIABLE, selectTestDatabases } from "./test-databases.js";
 
 /**
@@ -69,9 +70,13 @@ export async function setup(): Promise<() => Promise<void>> {
   );
   const down = problems.filter((p): p is string => p !== null);
   if (down.length > 0) throw new Error(`test services are down:\n  ${down.join("\n  ")}`);
-  // Once per run, whichever project's setup comes first: the snapshot the run's end compares with.
+  // Once per run, whichever project's setup comes first: the snapshot the run's end compares
+  // with, and the compiled build the child processes run.
   const owner = !(SNAPSHOT in globalThis);
-  if (owner) (globalThis as Record<symbol, unknown>)[SNAPSHOT] = await snapshotServices();
+  if (owner) {
+    const [snapshot] = await Promise.all([snapshotServices(), compileTestBuild()]);
+    (globalThis as Record<symbol, unknown>)[SNAPSHOT] = snapshot;
+  }
   return async () => {
     if (!owner) return;
     const left = await leftoversSince((globalThis as Record<symbol, unknown>)[SNAPSHOT] as ServiceSnapshot);

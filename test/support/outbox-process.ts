@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+import { nodeEntryArgs } from "../../examples/ledger/driver/node-entry.js";
 import type { RelayFaultPoint } from "../../src/outbox/outbox-relay-options.js";
 import { amqpUrl } from "./broker.js";
 import { eventually } from "./outbox.js";
@@ -35,7 +36,7 @@ export class RelayProcess {
     }
     if (options.leaseMs) env.RELAY_LEASE_MS = String(options.leaseMs);
     if (options.sentRetentionMs !== undefined) env.RELAY_SENT_RETENTION_MS = String(options.sentRetentionMs);
-    const child = spawn(process.execPath, ["--import", "tsx", "test/support/outbox-relay-process.ts"], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, nodeEntryArgs("test/support/outbox-relay-process.ts"), { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
     const p = new RelayProcess(child);
     await p.waitForLine(/^relay: started$/, 30_000);
     return p;

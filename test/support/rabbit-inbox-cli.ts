@@ -4,6 +4,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach } from "vitest";
 import { ledgerExchangeNames, ledgerQueueNames } from "../../examples/ledger/driver/ledger-topology.js";
+import { COMPILED_ROOT_VARIABLE, nodeEntryArgs } from "../../examples/ledger/driver/node-entry.js";
 import { amqpUrl, deleteQueues, withChannel } from "./broker.js";
 
 /** The repository root: the command and the ledger run from here, as an operator would. */
@@ -34,12 +35,20 @@ function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv 
   return env;
 }
 
+/** The node arguments that start the command: its compiled entry when there is one, else the launcher. */
+function cliEntry(): string[] {
+  const compiled = process.env[COMPILED_ROOT_VARIABLE];
+  return [compiled ? join(compiled, "src/cli/main.js") : join(ROOT, "bin/rabbit-inbox.js")];
+}
+
 /**
  * Runs the `rabbit-inbox` command as a subprocess: `npx rabbit-inbox ...` (the package's bin, as
- * in a fresh clone) or, faster, `node bin/rabbit-inbox.js ...` (the same launcher).
+ * in a fresh clone) or, faster, `node bin/rabbit-inbox.js ...` (the same launcher), or the
+ * command's compiled entry when the test run compiled the repository (see node-entry.ts): what
+ * an installed package runs.
  */
 export function runRabbitInbox(args: readonly string[], env: Record<string, string | undefined> = {}, options: { npx?: boolean; timeoutMs?: number } = {}): Promise<CliRun> {
-  const [command, argv] = options.npx ? ["npx", ["--no-install", "rabbit-inbox", ...args]] : [process.execPath, [join(ROOT, "bin/rabbit-inbox.js"), ...args]];
+  const [command, argv] = options.npx ? ["npx", ["--no-install", "rabbit-inbox", ...args]] : [process.execPath, [...cliEntry(), ...args]];
   return new Promise((done, fail) => {
     const child = spawn(command, argv, { cwd: ROOT, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
@@ -55,9 +64,9 @@ export function runRabbitInbox(args: readonly string[], env: Record<string, stri
   });
 }
 
-/** Starts the command (`node bin/rabbit-inbox.js ...`) and hands back the process, e.g. to kill it mid-way. */
+/** Starts the command (`node bin/rabbit-inbox.js ...`, or its compiled entry) and hands back the process, e.g. to kill it mid-way. */
 export function spawnRabbitInbox(args: readonly string[], env: Record<string, string | undefined> = {}): ChildProcess {
-  return spawn(process.execPath, [join(ROOT, "bin/rabbit-inbox.js"), ...args], { cwd: ROOT, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  return spawn(process.execPath, [...cliEntry(), ...args], { cwd: ROOT, env: childEnv(env), stdio: ["ignore", "pipe", "pipe"] });
 }
 
 /** Runs the command and parses its stdout as JSON; fails with the output when it exits non-zero. */
@@ -92,8 +101,9 @@ export interface LogRecord { level: string; msg: string; [field: string]: unknow
 
 /**
  * The ledger service started as `npm start` starts it: `node --import tsx
- * examples/ledger/main.ts` with AMQP_URL, DATABASE_URL and LEDGER_QUEUE. Its JSON log lines are
- * collected (debug level, so every settled batch is visible).
+ * examples/ledger/main.ts` (or, in a test run, that entry compiled: see node-entry.ts) with
+ * AMQP_URL, DATABASE_URL and LEDGER_QUEUE. Its JSON log lines are collected (debug level, so
+ * every settled batch is visible).
  */
 export class LedgerService {
   readonly stdout: string[] = [];
@@ -116,7 +126,7 @@ export class LedgerService {
   }
 
   static async start(options: { queue: string; databaseUrl: string; env?: Record<string, string> }): Promise<LedgerService> {
-    const child = spawn(process.execPath, ["--import", "tsx", "examples/ledger/main.ts"], {
+    const child = spawn(process.execPath, nodeEntryArgs("examples/ledger/main.ts"), {
       cwd: ROOT, stdio: ["ignore", "pipe", "pipe"],
       env: childEnv({ AMQP_URL: amqpUrl, DATABASE_URL: options.databaseUrl, LEDGER_QUEUE: options.queue, RABBIT_INBOX_LOG_LEVEL: "debug", ...options.env }),
     });

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { REPO_ROOT, amqpUrlFromEnv } from "./ledger-environment.js";
+import { nodeEntryArgs } from "./node-entry.js";
 import { type ExitStatus, waitUntil, withTimeout } from "./wait-until.js";
 
 /**
@@ -82,7 +83,8 @@ export async function killAllLedgerProcesses(): Promise<void> {
 /**
  * A ledger service process. Started as `node --import tsx examples/ledger/main.ts` rather than
  * through the `tsx` binary: that binary runs the script in a second node process, so a SIGKILL
- * sent to it would leave the real consumer running with its deliveries unacked.
+ * sent to it would leave the real consumer running with its deliveries unacked. The test run
+ * starts the same entry compiled instead (see node-entry.ts).
  */
 export class LedgerProcess {
   readonly stdout: string[] = [];
@@ -129,7 +131,7 @@ export class LedgerProcess {
       ...(options.outboxMaxPending !== undefined ? { LEDGER_OUTBOX_MAX_PENDING: String(options.outboxMaxPending) } : {}),
       ...(options.outboxSentRetentionMs !== undefined ? { LEDGER_OUTBOX_SENT_RETENTION_MS: String(options.outboxSentRetentionMs) } : {}),
     });
-    const child = spawn(process.execPath, ["--import", "tsx", LEDGER_ENTRIES[options.app ?? "ledger"]], {
+    const child = spawn(process.execPath, nodeEntryArgs(LEDGER_ENTRIES[options.app ?? "ledger"]), {
       cwd: REPO_ROOT, env, stdio: ["ignore", "pipe", "pipe"],
     });
     const label = options.label ?? `${options.app === "nest" ? "nest ledger" : "ledger"}${options.fault ? ` (fault ${options.fault})` : ""} pid ${child.pid ?? "?"}`;
