@@ -74,5 +74,11 @@ async function brokerObjects(): Promise<Set<string> | undefined> {
   const list = async (what: "queues" | "exchanges") =>
     (await run("rabbitmqctl", ["-q", `list_${what}`, "name", "--no-table-headers"], { timeout: 60_000 })).stdout
       .split("\n").filter((name) => name !== "").map((name) => `${what === "queues" ? "queue" : "exchange"} ${name}`);
-  return new Set([...(await list("queues")), ...(await list("exchanges"))]);
+  try {
+    return new Set([...(await list("queues")), ...(await list("exchanges"))]);
+  } catch (error) {
+    // A broker in a container answers on 5672 with no rabbitmqctl here: the tests still run.
+    console.log(`leftover check: queues and exchanges not checked (rabbitmqctl failed: ${(error as Error).message.split("\n")[0]})`);
+    return undefined;
+  }
 }
