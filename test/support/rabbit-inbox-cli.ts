@@ -4,7 +4,7 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { afterEach } from "vitest";
 import { ledgerExchangeNames, ledgerQueueNames } from "../../examples/ledger/driver/ledger-topology.js";
-import { COMPILED_ROOT_VARIABLE, nodeEntryArgs } from "../../examples/ledger/driver/node-entry.js";
+import { compiledEntry, nodeEntryArgs } from "../../examples/ledger/driver/node-entry.js";
 import { amqpUrl, deleteQueues, withChannel } from "./broker.js";
 
 /** The repository root: the command and the ledger run from here, as an operator would. */
@@ -37,8 +37,7 @@ function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv 
 
 /** The node arguments that start the command: its compiled entry when there is one, else the launcher. */
 function cliEntry(): string[] {
-  const compiled = process.env[COMPILED_ROOT_VARIABLE];
-  return [compiled ? join(compiled, "src/cli/main.js") : join(ROOT, "bin/rabbit-inbox.js")];
+  return [compiledEntry("src/cli/main.ts") ?? join(ROOT, "bin/rabbit-inbox.js")];
 }
 
 /**

@@ -15,10 +15,7 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url));
  * tsx, as `npm start` runs the ledger.
  */
 export async function compileTestBuild(): Promise<void> {
-  if (process.env[COMPILED_ROOT_VARIABLE] === "none") {
-    delete process.env[COMPILED_ROOT_VARIABLE];
-    return;
-  }
+  if (process.env[COMPILED_ROOT_VARIABLE] === "none") return;
   const tsc = join(ROOT, "node_modules/typescript/bin/tsc");
   try {
     await run(process.execPath, [tsc, "-p", join(ROOT, "tsconfig.test-build.json")], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
