@@ -113,6 +113,15 @@ export class ConfirmedPublisher {
     });
   }
 
+  /**
+   * Fails every publish still waiting for its confirm with `error`, oldest first: for an owner
+   * that gives up on the channel (its state unknown) and wants them to fail for that reason
+   * rather than as lost with the channel it then closes.
+   */
+  abandon(error: Error): void {
+    for (const p of this.unconfirmed) p.finish(error);
+  }
+
   /** Fails every publish whose confirm is overdue, oldest first, and waits for the next one's deadline. */
   private finishOverdue(): void {
     this.overdueTimer = undefined;

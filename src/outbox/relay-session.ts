@@ -2,7 +2,7 @@ import type { ConfirmChannel, Options } from "amqplib";
 import type { BrokerConnector } from "../amqp/broker-connection.js";
 import type { BrokerSession } from "../amqp/broker-session.js";
 import { ReconnectingSession } from "../amqp/reconnecting-session.js";
-import { describeError } from "../core/errors.js";
+import { QuarantinePublishError, describeError } from "../core/errors.js";
 import { type Logger, redactSecrets } from "../core/logger.js";
 import type { Backoff } from "../core/retry-policy.js";
 import type { OutboxRow } from "../core/store-contract/outbox-relay-store.js";
@@ -116,13 +116,22 @@ export class RelaySession {
         session,
         map: (error, waitedMs) => {
           // After the publisher's current pass: the publishes overdue with this one fail as timed
-          // out too, rather than as lost with the channel this closes.
-          if (waitedMs >= this.options.publishTimeoutMs) queueMicrotask(() => session.lost("publisher confirm timed out"));
+          // out too, and those made after it fail naming the timeout that ends their channel,
+          // rather than as lost with the channel this closes.
+          if (waitedMs >= this.options.publishTimeoutMs) queueMicrotask(() => this.endTimedOut(session));
           return new Error(`${describeError(error)}${session.closeReason ? ` (${session.closeReason})` : ""}`, { cause: error });
         },
       };
     }
     return this.failure.map;
+  }
+
+  /** Drops a session whose confirm timed out, failing what still waits on its channel first. */
+  private endTimedOut(session: BrokerSession): void {
+    if (session.isOpen) {
+      session.publisher.abandon(new QuarantinePublishError(`abandoned with its channel: an earlier publish got no publisher confirm within ${this.options.publishTimeoutMs} ms`));
+    }
+    session.lost("publisher confirm timed out");
   }
 
   /** No reconnect after this: a lost session stays lost until close(). */

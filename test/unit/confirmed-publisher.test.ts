@@ -185,6 +185,24 @@ describe("ConfirmedPublisher", () => {
     expect(error.message).toBe("broker refused the publish: channel closed");
   });
 
+  it("abandons every publish still unconfirmed with the owner's error, timer cleared, and idle at once", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    broker.confirmPolicy = () => "hold";
+    const publisher = publisherOn(60_000);
+    const first = rejection(publisher.publish("", "work.quarantine", Buffer.from("a")));
+    const second = rejection(publisher.publish("", "work.quarantine", Buffer.from("b")));
+    const gaveUp = new QuarantinePublishError("given up");
+    publisher.abandon(gaveUp);
+    expect(await first).toBe(gaveUp);
+    expect(await second).toBe(gaveUp);
+    expect(vi.getTimerCount()).toBe(0);
+    await publisher.whenIdle();
+    // Nothing left to abandon: a second call and a publish after it behave as usual.
+    publisher.abandon(new QuarantinePublishError("again"));
+    broker.confirmPolicy = () => true;
+    await publisher.publish("", "work.quarantine", Buffer.from("c"));
+  });
+
   it("rejects at once, timer cleared, when the channel is already closed", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     await channel.close();
