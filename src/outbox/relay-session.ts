@@ -126,11 +126,12 @@ export class RelaySession {
     return this.failure.map;
   }
 
-  /** Drops a session whose confirm timed out, failing what still waits on its channel first. */
+  /**
+   * Drops a session whose confirm timed out, failing what still waits on its channel first (a
+   * second timeout of the same pass finds nothing left, and the session already lost).
+   */
   private endTimedOut(session: BrokerSession): void {
-    if (session.isOpen) {
-      session.publisher.abandon(new QuarantinePublishError(`abandoned with its channel: an earlier publish got no publisher confirm within ${this.options.publishTimeoutMs} ms`));
-    }
+    session.publisher.abandon(new QuarantinePublishError(`abandoned with its channel: an earlier publish got no publisher confirm within ${this.options.publishTimeoutMs} ms`));
     session.lost("publisher confirm timed out");
   }
 
