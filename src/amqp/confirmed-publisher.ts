@@ -20,6 +20,11 @@ interface Pending {
 const NACKED = "message nacked";
 
 /** What a publisher reports to the owner of its channel. */
+/** What a publish whose confirm did not come in time fails with; owners that give up on its channel name it too. */
+export function confirmTimeoutMessage(timeoutMs: number): string {
+  return `no publisher confirm within ${timeoutMs} ms`;
+}
+
 export interface ConfirmedPublisherEvents {
   /** The broker refused a publish (basic.nack): it did not take the message. */
   nacked?(): void;
@@ -128,7 +133,7 @@ export class ConfirmedPublisher {
     const now = performance.now();
     for (const p of this.unconfirmed) {
       if (p.deadline > now) break;
-      p.finish(new QuarantinePublishError(`no publisher confirm within ${this.timeoutMs} ms`));
+      p.finish(new QuarantinePublishError(confirmTimeoutMessage(this.timeoutMs)));
     }
     const oldest = this.unconfirmed.values().next();
     if (!oldest.done) this.overdueTimer = setTimeout(() => this.finishOverdue(), Math.max(1, oldest.value.deadline - now));

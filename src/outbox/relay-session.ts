@@ -1,6 +1,7 @@
 import type { ConfirmChannel, Options } from "amqplib";
 import type { BrokerConnector } from "../amqp/broker-connection.js";
 import type { BrokerSession } from "../amqp/broker-session.js";
+import { confirmTimeoutMessage } from "../amqp/confirmed-publisher.js";
 import { ReconnectingSession } from "../amqp/reconnecting-session.js";
 import { QuarantinePublishError, describeError } from "../core/errors.js";
 import { type Logger, redactSecrets } from "../core/logger.js";
@@ -131,7 +132,7 @@ export class RelaySession {
    * second timeout of the same pass finds nothing left, and the session already lost).
    */
   private endTimedOut(session: BrokerSession): void {
-    session.publisher.abandon(new QuarantinePublishError(`abandoned with its channel: an earlier publish got no publisher confirm within ${this.options.publishTimeoutMs} ms`));
+    session.publisher.abandon(new QuarantinePublishError(`abandoned with its channel: an earlier publish got ${confirmTimeoutMessage(this.options.publishTimeoutMs)}`));
     session.lost("publisher confirm timed out");
   }
 
